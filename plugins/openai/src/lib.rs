@@ -1,0 +1,23 @@
+//! The generic OpenAI-compatible provider component (`openai.wasm`): plain chat completions,
+//! no thinking switch, no prefill continuation. Everything is the SDK's default behaviour.
+
+use polygateway_plugin_sdk::{Capabilities, Provider, ThinkingStyle};
+
+/// Any OpenAI chat-completions API (OpenAI, OpenRouter, vLLM, …). `ENABLE_THINKING` is
+/// ignored; a prefill makes `build-request` fail with `unsupported`.
+pub struct OpenAi;
+
+impl Provider for OpenAi {
+    const NAME: &'static str = "openai";
+    const CAPABILITIES: Capabilities = Capabilities {
+        streaming: true,
+        native_json_schema: true,
+        thinking: ThinkingStyle::None,
+        prefill_continuation: false,
+    };
+}
+
+polygateway_plugin_sdk::export_provider!(OpenAi);
+
+#[cfg(test)]
+mod tests;

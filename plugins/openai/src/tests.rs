@@ -1,0 +1,80 @@
+//! Native tests of the openai component: capabilities, request body, prefill refusal, and
+//! the golden transcripts of `tests/fixtures/golden/` whose provider is `openai`.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use polygateway_plugin_sdk::golden::check_transcript;
+use polygateway_plugin_sdk::{BuildError, ChatRequest, Guest, Provider, SourceInfo, ThinkingStyle};
+use serde_json::{Value, json};
+
+use super::OpenAi;
+
+fn source(enable_thinking: Option<bool>) -> SourceInfo {
+    SourceInfo {
+        model: "gpt-4o-mini".into(),
+        base_url: "https://api.openai.com/v1".into(),
+        enable_thinking,
+        extra_body_json: "{}".into(),
+    }
+}
+
+fn request(prefill: Option<&str>) -> ChatRequest {
+    ChatRequest {
+        messages_json: r#"[{"role":"user","content":"hi"}]"#.into(),
+        overlay_json: r#"{"temperature":0}"#.into(),
+        stream: true,
+        prefill: prefill.map(str::to_owned),
+    }
+}
+
+#[test]
+fn describes_itself() {
+    let info = <OpenAi as Guest>::describe();
+    assert_eq!(info.name, "openai");
+    assert_eq!(info.contract_version, "0.1.0");
+    let c = info.capabilities;
+    assert!(c.streaming && c.native_json_schema && !c.prefill_continuation);
+    assert_eq!(c.thinking, ThinkingStyle::None);
+}
+
+#[test]
+fn body_ignores_enable_thinking() {
+    for thinking in [None, Some(true), Some(false)] {
+        let http = <OpenAi as Guest>::build_request(request(None), source(thinking)).unwrap();
+        let body: Value = serde_json::from_slice(&http.body).unwrap();
+        assert_eq!(
+            body,
+            json!({"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "hi"}],
+                   "stream": true, "stream_options": {"include_usage": true}, "temperature": 0})
+        );
+    }
+}
+
+#[test]
+fn prefill_is_unsupported() {
+    let err = <OpenAi as Guest>::build_request(request(Some("abc")), source(None)).unwrap_err();
+    assert!(matches!(err, BuildError::Unsupported(_)), "{err:?}");
+}
+
+#[test]
+fn golden_transcripts() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/golden");
+    let read = |f: &str| std::fs::read_to_string(dir.join(f)).unwrap();
+    let cases: Value = serde_json::from_str(&read("cases.json")).unwrap();
+    let mut ran = 0;
+    for case in cases
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["provider"] == "openai")
+    {
+        let name = case["name"].as_str().unwrap();
+        let result = check_transcript(
+            || OpenAi::stream_parser(&source(None)),
+            &read(&format!("{name}.sse")),
+            &read(&format!("{name}.expected.json")),
+        );
+        assert_eq!(result, Ok(()), "{name}");
+        ran += 1;
+    }
+    assert_eq!(ran, 2);
+}

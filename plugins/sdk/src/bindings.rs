@@ -1,0 +1,25 @@
+//! The Rust bindings generated from the WIT contract (`wit/`, world `provider`) by
+//! `wit_bindgen::generate!`, and the `export_provider!` macro that exports a component.
+//!
+//! The generated types (records, variants, enums) are plain Rust values that compile and work
+//! on any target, so the SDK's logic and its tests use them directly; only the export glue
+//! (invoked by `export_provider!` in a component crate) needs `wasm32`.
+#![allow(
+    missing_docs,
+    unsafe_code,
+    clippy::all,
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic
+)]
+
+wit_bindgen::generate!({
+    world: "provider",
+    path: "../../wit",
+    // Component crates export with `polygateway_plugin_sdk::export_provider!(MyProvider);`
+    // without depending on wit-bindgen themselves.
+    pub_export_macro: true,
+    export_macro_name: "export_provider",
+    default_bindings_module: "polygateway_plugin_sdk::bindings",
+    additional_derives: [PartialEq, Eq],
+});

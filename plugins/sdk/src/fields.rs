@@ -1,0 +1,227 @@
+//! Reading OpenAI chat JSON fields into the contract's typed values: finish reasons, usage,
+//! tool-call fragments, and the choice the gateway uses (index 0). Lenient by design: a field
+//! of an unexpected type is treated as absent, never as an error.
+
+use serde_json::Value;
+
+use crate::{FinishReason, ToolCallDelta, Usage};
+
+/// Map an OpenAI `finish_reason` to [`FinishReason`]; unknown values are kept verbatim in
+/// [`FinishReason::Other`].
+///
+/// # Example
+/// ```
+/// use polygateway_plugin_sdk::{finish_reason_from_str, FinishReason};
+///
+/// assert_eq!(finish_reason_from_str("tool_calls"), FinishReason::ToolCalls);
+/// assert_eq!(finish_reason_from_str("insufficient_system_resource"),
+///            FinishReason::Other("insufficient_system_resource".into()));
+/// ```
+pub fn finish_reason_from_str(reason: &str) -> FinishReason {
+    match reason {
+        "stop" => FinishReason::Stop,
+        "length" => FinishReason::Length,
+        "tool_calls" => FinishReason::ToolCalls,
+        "content_filter" => FinishReason::ContentFilter,
+        "function_call" => FinishReason::FunctionCall,
+        other => FinishReason::Other(other.to_owned()),
+    }
+}
+
+/// Read an OpenAI `usage` object (token counts).
+///
+/// `prompt_tokens` and `completion_tokens` default to 0 when absent, but at least one of them
+/// must be a number, else the object is not usage and `None` is returned (so an empty or null
+/// `usage` never overrides a real one). `cached_prompt_tokens` is
+/// `prompt_tokens_details.cached_tokens`, else DeepSeek's `prompt_cache_hit_tokens`, else
+/// `None` (not reported); `reasoning_tokens` is `completion_tokens_details.reasoning_tokens`,
+/// else `None`. Integral floats are accepted; negative or fractional numbers count as absent.
+///
+/// # Example
+/// ```
+/// use polygateway_plugin_sdk::{usage_from_json, Usage};
+/// use serde_json::json;
+///
+/// let u = usage_from_json(&json!({
+///     "prompt_tokens": 20, "completion_tokens": 7, "total_tokens": 27,
+///     "prompt_tokens_details": {"cached_tokens": 16}
+/// }));
+/// assert_eq!(u, Some(Usage { prompt_tokens: 20, completion_tokens: 7,
+///                            cached_prompt_tokens: Some(16), reasoning_tokens: None }));
+/// assert_eq!(usage_from_json(&json!(null)), None);
+/// ```
+pub fn usage_from_json(usage: &Value) -> Option<Usage> {
+    let prompt = count(usage.get("prompt_tokens"));
+    let completion = count(usage.get("completion_tokens"));
+    if prompt.is_none() && completion.is_none() {
+        return None;
+    }
+    let cached = count(usage.pointer("/prompt_tokens_details/cached_tokens"))
+        .or_else(|| count(usage.get("prompt_cache_hit_tokens")));
+    Some(Usage {
+        prompt_tokens: prompt.unwrap_or(0),
+        completion_tokens: completion.unwrap_or(0),
+        cached_prompt_tokens: cached,
+        reasoning_tokens: count(usage.pointer("/completion_tokens_details/reasoning_tokens")),
+    })
+}
+
+/// A non-negative integer token count (integral floats accepted).
+fn count(v: Option<&Value>) -> Option<u64> {
+    let v = v?;
+    v.as_u64().or_else(|| {
+        let f = v.as_f64()?;
+        // `as` saturates; the guard keeps fractions, negatives and non-finite values out.
+        (f.is_finite() && f >= 0.0 && f.fract() == 0.0).then_some(f as u64)
+    })
+}
+
+/// The choice with `index` 0 (a choice without `index` counts as 0) of a chunk or response.
+pub(crate) fn choice_zero(body: &Value) -> Option<&Value> {
+    body.get("choices")?
+        .as_array()?
+        .iter()
+        .find(|c| c.get("index").is_none_or(|i| i.as_u64() == Some(0)))
+}
+
+/// A string field, when present and non-empty.
+pub(crate) fn text<'a>(obj: &'a Value, key: &str) -> Option<&'a str> {
+    obj.get(key)
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())
+}
+
+/// The reasoning text of a delta or message: `reasoning_content` (DeepSeek, Qwen), else
+/// `reasoning` (OpenRouter, vLLM).
+pub(crate) fn reasoning(obj: &Value) -> Option<&str> {
+    text(obj, "reasoning_content").or_else(|| text(obj, "reasoning"))
+}
+
+/// The tool-call fragments of a delta or message (`tool_calls[]`). `index` is the item's
+/// own `index`, else its position; empty strings count as absent; an item that carries
+/// nothing but its index is skipped.
+pub(crate) fn tool_calls(obj: &Value) -> impl Iterator<Item = ToolCallDelta> + '_ {
+    obj.get("tool_calls")
+        .and_then(Value::as_array)
+        .map(|calls| calls.as_slice())
+        .unwrap_or_default()
+        .iter()
+        .enumerate()
+        .filter_map(|(pos, call)| {
+            let index = call
+                .get("index")
+                .and_then(Value::as_u64)
+                .and_then(|i| u32::try_from(i).ok())
+                .or_else(|| u32::try_from(pos).ok())?;
+            let function = call.get("function").unwrap_or(&Value::Null);
+            let fragment = ToolCallDelta {
+                index,
+                id: text(call, "id").map(str::to_owned),
+                name: text(function, "name").map(str::to_owned),
+                arguments: text(function, "arguments").map(str::to_owned),
+            };
+            let empty =
+                fragment.id.is_none() && fragment.name.is_none() && fragment.arguments.is_none();
+            (!empty).then_some(fragment)
+        })
+}
+
+/// The finish reason of a choice, when present and non-empty.
+pub(crate) fn finish(choice: &Value) -> Option<FinishReason> {
+    text(choice, "finish_reason").map(finish_reason_from_str)
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn finish_reasons() {
+        for (s, want) in [
+            ("stop", FinishReason::Stop),
+            ("length", FinishReason::Length),
+            ("tool_calls", FinishReason::ToolCalls),
+            ("content_filter", FinishReason::ContentFilter),
+            ("function_call", FinishReason::FunctionCall),
+            ("eos", FinishReason::Other("eos".into())),
+        ] {
+            assert_eq!(finish_reason_from_str(s), want);
+        }
+        assert_eq!(finish(&json!({"finish_reason": null})), None);
+        assert_eq!(finish(&json!({"finish_reason": ""})), None);
+    }
+
+    #[test]
+    fn usage_variants() {
+        let u = usage_from_json(&json!({
+            "prompt_tokens": 10, "completion_tokens": 90,
+            "prompt_cache_hit_tokens": 4, "prompt_cache_miss_tokens": 6,
+            "completion_tokens_details": {"reasoning_tokens": 70}
+        }))
+        .unwrap();
+        assert_eq!(u.cached_prompt_tokens, Some(4));
+        assert_eq!(u.reasoning_tokens, Some(70));
+        let u = usage_from_json(
+            &json!({"prompt_tokens": 3.0, "prompt_tokens_details": {"cached_tokens": 0}}),
+        )
+        .unwrap();
+        assert_eq!(
+            (u.prompt_tokens, u.completion_tokens, u.cached_prompt_tokens),
+            (3, 0, Some(0))
+        );
+        assert_eq!(usage_from_json(&json!({})), None);
+        assert_eq!(
+            usage_from_json(&json!({"prompt_tokens": -1, "completion_tokens": "2"})),
+            None
+        );
+        assert_eq!(usage_from_json(&json!({"prompt_tokens": 1.5})), None);
+    }
+
+    #[test]
+    fn choice_zero_is_found_by_index() {
+        let body = json!({"choices": [{"index": 1, "x": 1}, {"index": 0, "x": 0}]});
+        assert_eq!(choice_zero(&body).unwrap()["x"], 0);
+        assert_eq!(
+            choice_zero(&json!({"choices": [{"x": 2}]})).unwrap()["x"],
+            2
+        );
+        assert!(choice_zero(&json!({"choices": []})).is_none());
+        assert!(choice_zero(&json!({"choices": {}})).is_none());
+    }
+
+    #[test]
+    fn tool_call_fragments() {
+        let delta = json!({"tool_calls": [
+            {"index": 1, "id": "call_2", "type": "function", "function": {"name": "f", "arguments": ""}},
+            {"function": {"arguments": "{\"a\""}},
+            {"index": 3, "function": {"arguments": ""}},
+            {"index": -1, "function": {"arguments": "x"}}
+        ]});
+        let got: Vec<_> = tool_calls(&delta).collect();
+        assert_eq!(
+            got,
+            vec![
+                ToolCallDelta {
+                    index: 1,
+                    id: Some("call_2".into()),
+                    name: Some("f".into()),
+                    arguments: None
+                },
+                ToolCallDelta {
+                    index: 1,
+                    id: None,
+                    name: None,
+                    arguments: Some("{\"a\"".into())
+                },
+                ToolCallDelta {
+                    index: 3,
+                    id: None,
+                    name: None,
+                    arguments: Some("x".into())
+                },
+            ]
+        );
+    }
+}

@@ -1,0 +1,60 @@
+//! PolyGateway guest SDK: the WIT bindings of the plugin contract
+//! (`polygateway:plugin@0.1.0`, world `provider`) and the building blocks of an
+//! OpenAI-compatible provider component — request bodies, SSE and response parsing, error
+//! classification, a `<think>` splitter — as plain Rust that also runs natively in tests.
+//!
+//! A provider component is a few dozen lines:
+//!
+//! ```
+//! use polygateway_plugin_sdk::{Capabilities, Provider, ThinkingStyle};
+//!
+//! struct OpenAi;
+//!
+//! impl Provider for OpenAi {
+//!     const NAME: &'static str = "openai";
+//!     const CAPABILITIES: Capabilities = Capabilities {
+//!         streaming: true,
+//!         native_json_schema: true,
+//!         thinking: ThinkingStyle::None,
+//!         prefill_continuation: false,
+//!     };
+//! }
+//!
+//! polygateway_plugin_sdk::export_provider!(OpenAi);
+//! ```
+//!
+//! Units: token counts are model tokens, times are milliseconds (`-ms`), bodies are bytes.
+
+pub mod bindings;
+mod choice;
+pub mod classify;
+mod fields;
+pub mod golden;
+mod provider;
+pub mod request;
+mod response;
+mod stream;
+mod think;
+
+pub use bindings::export_provider;
+pub use bindings::exports::polygateway::plugin::chat_provider::{Guest, GuestStreamParser};
+pub use bindings::polygateway::plugin::types::{
+    AuthScheme, BuildError, Capabilities, ChatRequest, ClassifiedError, Delta, ErrorClass,
+    FinishReason, Header, HttpRequest, PluginInfo, SourceInfo, SseEvent, ThinkingStyle,
+    ToolCallDelta, Usage,
+};
+pub use classify::{classify_error_object, classify_http_error};
+pub use fields::{finish_reason_from_str, usage_from_json};
+pub use provider::{Provider, ProviderStreamParser};
+pub use response::parse_chat_response;
+pub use stream::ChatStreamParser;
+pub use think::ThinkSplitter;
+
+/// The version of the WIT contract this SDK binds (`polygateway:plugin@0.1.0`); `describe`
+/// reports it as `contract-version`.
+///
+/// # Example
+/// ```
+/// assert_eq!(polygateway_plugin_sdk::CONTRACT_VERSION, "0.1.0");
+/// ```
+pub const CONTRACT_VERSION: &str = "0.1.0";

@@ -1,0 +1,289 @@
+//! The [`Provider`] trait — an OpenAI-compatible provider described by a name, capabilities
+//! and a few hooks — and its blanket implementation of the generated WIT exports.
+
+use std::cell::RefCell;
+use std::marker::PhantomData;
+
+use crate::request::{ChatBody, chat_completions_request, parse_messages, prefill_message};
+use crate::{
+    BuildError, CONTRACT_VERSION, Capabilities, ChatRequest, ChatStreamParser, ClassifiedError,
+    Delta, ErrorClass, Guest, GuestStreamParser, Header, HttpRequest, PluginInfo, SourceInfo,
+    SseEvent, classify_http_error, parse_chat_response,
+};
+
+/// An OpenAI-compatible provider. Every method has a default that speaks plain OpenAI chat
+/// completions; a provider sets [`Provider::NAME`] and [`Provider::CAPABILITIES`] and
+/// overrides only what differs. Any `P: Provider` implements the WIT exports ([`Guest`]), so
+/// a component is exported with `polygateway_plugin_sdk::export_provider!(P);`.
+///
+/// All methods are pure functions of their arguments (the contract forbids clocks, I/O and
+/// global state).
+///
+/// # Example
+/// ```
+/// use polygateway_plugin_sdk::request::ChatBody;
+/// use polygateway_plugin_sdk::{
+///     BuildError, Capabilities, ChatRequest, Provider, SourceInfo, ThinkingStyle,
+/// };
+///
+/// struct Acme;
+///
+/// impl Provider for Acme {
+///     const NAME: &'static str = "acme";
+///     const CAPABILITIES: Capabilities = Capabilities {
+///         streaming: true,
+///         native_json_schema: false,
+///         thinking: ThinkingStyle::None,
+///         prefill_continuation: false,
+///     };
+///
+///     fn add_body_fields(_: &ChatRequest, s: &SourceInfo, body: &mut ChatBody)
+///         -> Result<(), BuildError> {
+///         if s.enable_thinking == Some(true) {
+///             body.insert("reasoning", &serde_json::json!({"effort": "high"}));
+///         }
+///         Ok(())
+///     }
+/// }
+/// // In the component crate (wasm32 only):
+/// // polygateway_plugin_sdk::export_provider!(Acme);
+///
+/// let info = Acme::describe();
+/// assert_eq!((info.name.as_str(), info.contract_version.as_str()), ("acme", "0.1.0"));
+/// ```
+pub trait Provider: 'static {
+    /// Short stable name returned by `describe`, e.g. `openai`.
+    ///
+    /// # Example
+    /// See the trait's example.
+    const NAME: &'static str;
+
+    /// What the provider can do; the host routes on these.
+    ///
+    /// # Example
+    /// See the trait's example.
+    const CAPABILITIES: Capabilities;
+
+    /// The key set to `true` on the prefill assistant message (DeepSeek `prefix`, Qwen
+    /// `partial`); only used when `CAPABILITIES.prefill_continuation`.
+    ///
+    /// # Example
+    /// `const PREFILL_FLAG: Option<&'static str> = Some("prefix");`
+    const PREFILL_FLAG: Option<&'static str> = None;
+
+    /// Run content (streamed and not) through a [`crate::ThinkSplitter`], for models that
+    /// inline `<think>…</think>` reasoning in their answer.
+    ///
+    /// # Example
+    /// `const SPLIT_INLINE_THINK: bool = true;`
+    const SPLIT_INLINE_THINK: bool = false;
+
+    /// `describe`: name, [`CONTRACT_VERSION`] and capabilities.
+    ///
+    /// # Example
+    /// See the trait's example.
+    fn describe() -> PluginInfo {
+        PluginInfo {
+            name: Self::NAME.to_owned(),
+            contract_version: CONTRACT_VERSION.to_owned(),
+            capabilities: Self::CAPABILITIES,
+        }
+    }
+
+    /// Hook: add the provider's own body fields (e.g. a thinking switch from
+    /// `source.enable_thinking`). Runs after the contract's keys are set and before
+    /// `EXTRA_BODY` and the overlay are merged, so both may override what it sets.
+    /// The default adds nothing.
+    ///
+    /// # Example
+    /// See the trait's example.
+    fn add_body_fields(
+        req: &ChatRequest,
+        source: &SourceInfo,
+        body: &mut ChatBody,
+    ) -> Result<(), BuildError> {
+        let _ = (req, source, body);
+        Ok(())
+    }
+
+    /// Hook: the assistant message that carries `req.prefill`. The default is
+    /// [`prefill_message`] with [`Provider::PREFILL_FLAG`] when `CAPABILITIES` declares
+    /// `prefill_continuation`, else `Err(unsupported)` (the host tries another source).
+    ///
+    /// # Example
+    /// ```
+    /// use polygateway_plugin_sdk::{BuildError, Capabilities, Provider, ThinkingStyle};
+    ///
+    /// struct NoPrefill;
+    /// impl Provider for NoPrefill {
+    ///     const NAME: &'static str = "x";
+    ///     const CAPABILITIES: Capabilities = Capabilities { streaming: true,
+    ///         native_json_schema: true, thinking: ThinkingStyle::None,
+    ///         prefill_continuation: false };
+    /// }
+    /// assert!(matches!(NoPrefill::prefill("abc"), Err(BuildError::Unsupported(_))));
+    /// ```
+    fn prefill(text: &str) -> Result<Box<serde_json::value::RawValue>, BuildError> {
+        if Self::CAPABILITIES.prefill_continuation {
+            Ok(prefill_message(text, Self::PREFILL_FLAG))
+        } else {
+            Err(BuildError::Unsupported(format!(
+                "provider `{}` cannot continue a prefilled answer",
+                Self::NAME
+            )))
+        }
+    }
+
+    /// `build-request`: `POST /chat/completions` with a JSON body built as: the contract's
+    /// keys ([`ChatBody::new`], messages + prefill message), then
+    /// [`Provider::add_body_fields`], then `source.extra-body-json`, then `req.overlay-json`
+    /// (later wins; protected keys are never overridden). Bearer auth.
+    ///
+    /// Errors: `req.stream` when `CAPABILITIES.streaming` is false → `unsupported`; bad
+    /// `messages-json` or `overlay-json` → `invalid-request` naming the field;
+    /// a bad `extra-body-json` (a source misconfiguration the host should have refused) →
+    /// `unsupported`, so another source is tried; prefill without support → `unsupported`.
+    ///
+    /// # Example
+    /// ```
+    /// # use polygateway_plugin_sdk::{Capabilities, Provider, ThinkingStyle};
+    /// # struct Acme;
+    /// # impl Provider for Acme { const NAME: &'static str = "acme";
+    /// #   const CAPABILITIES: Capabilities = Capabilities { streaming: true,
+    /// #     native_json_schema: false, thinking: ThinkingStyle::None,
+    /// #     prefill_continuation: false }; }
+    /// use polygateway_plugin_sdk::{BuildError, ChatRequest, SourceInfo};
+    ///
+    /// let source = SourceInfo { model: "m".into(), base_url: "https://x/v1".into(),
+    ///     enable_thinking: None, extra_body_json: "{}".into() };
+    /// let req = ChatRequest { messages_json: "[]".into(), overlay_json: "7".into(),
+    ///     stream: false, prefill: None };
+    /// let err = Acme::build_request(&req, &source).unwrap_err();
+    /// assert_eq!(err, BuildError::InvalidRequest("overlay-json: expected a JSON object".into()));
+    /// ```
+    fn build_request(req: &ChatRequest, source: &SourceInfo) -> Result<HttpRequest, BuildError> {
+        if req.stream && !Self::CAPABILITIES.streaming {
+            return Err(BuildError::Unsupported(format!(
+                "provider `{}` cannot stream",
+                Self::NAME
+            )));
+        }
+        let invalid = |e: crate::request::JsonFieldError| BuildError::InvalidRequest(e.to_string());
+        let mut messages = parse_messages(&req.messages_json).map_err(invalid)?;
+        if let Some(text) = &req.prefill {
+            messages.push(Self::prefill(text)?);
+        }
+        let mut body = ChatBody::new(&source.model, messages, req.stream);
+        Self::add_body_fields(req, source, &mut body)?;
+        body.merge_object("extra-body-json", &source.extra_body_json)
+            .map_err(|e| BuildError::Unsupported(e.to_string()))?;
+        body.merge_object("overlay-json", &req.overlay_json)
+            .map_err(invalid)?;
+        Ok(chat_completions_request(&body))
+    }
+
+    /// `parse-response`: [`parse_chat_response`] with [`Provider::SPLIT_INLINE_THINK`].
+    ///
+    /// # Example
+    /// See [`parse_chat_response`].
+    fn parse_response(body: &[u8]) -> Result<Vec<Delta>, ClassifiedError> {
+        parse_chat_response(body, Self::SPLIT_INLINE_THINK)
+    }
+
+    /// `classify-error`: [`classify_http_error`].
+    ///
+    /// # Example
+    /// See [`classify_http_error`].
+    fn classify_error(status: u16, headers: &[Header], body: &[u8]) -> ClassifiedError {
+        classify_http_error(status, headers, body)
+    }
+
+    /// The stream parser for one attempt: a [`ChatStreamParser`] with
+    /// [`Provider::SPLIT_INLINE_THINK`].
+    ///
+    /// # Example
+    /// See [`ChatStreamParser`].
+    fn stream_parser(source: &SourceInfo) -> ChatStreamParser {
+        let _ = source;
+        ChatStreamParser::new(Self::SPLIT_INLINE_THINK)
+    }
+}
+
+impl<P: Provider> Guest for P {
+    type StreamParser = ProviderStreamParser<P>;
+
+    fn describe() -> PluginInfo {
+        <P as Provider>::describe()
+    }
+
+    fn build_request(req: ChatRequest, source: SourceInfo) -> Result<HttpRequest, BuildError> {
+        <P as Provider>::build_request(&req, &source)
+    }
+
+    fn parse_response(body: Vec<u8>) -> Result<Vec<Delta>, ClassifiedError> {
+        <P as Provider>::parse_response(&body)
+    }
+
+    fn classify_error(status: u16, headers: Vec<Header>, body: Vec<u8>) -> ClassifiedError {
+        <P as Provider>::classify_error(status, &headers, &body)
+    }
+}
+
+/// The `stream-parser` resource of a [`Provider`]: its [`Provider::stream_parser`] state
+/// behind a `RefCell` (the WIT methods take `&self`).
+///
+/// # Example
+/// ```
+/// # use polygateway_plugin_sdk::{Capabilities, Provider, ThinkingStyle};
+/// # struct Acme;
+/// # impl Provider for Acme { const NAME: &'static str = "acme";
+/// #   const CAPABILITIES: Capabilities = Capabilities { streaming: true,
+/// #     native_json_schema: false, thinking: ThinkingStyle::None,
+/// #     prefill_continuation: false }; }
+/// use polygateway_plugin_sdk::{Delta, GuestStreamParser, ProviderStreamParser, SourceInfo, SseEvent};
+///
+/// let source = SourceInfo { model: "m".into(), base_url: "https://x/v1".into(),
+///     enable_thinking: None, extra_body_json: "{}".into() };
+/// let parser = <ProviderStreamParser<Acme> as GuestStreamParser>::new(source);
+/// let out = parser.parse(vec![SseEvent { event: None, data: "[DONE]".into() }]).unwrap();
+/// assert_eq!(out, vec![Delta::Done]);
+/// ```
+#[derive(Debug)]
+pub struct ProviderStreamParser<P> {
+    state: RefCell<ChatStreamParser>,
+    provider: PhantomData<fn() -> P>,
+}
+
+impl<P: Provider> GuestStreamParser for ProviderStreamParser<P> {
+    fn new(source: SourceInfo) -> Self {
+        Self {
+            state: RefCell::new(P::stream_parser(&source)),
+            provider: PhantomData,
+        }
+    }
+
+    fn parse(&self, events: Vec<SseEvent>) -> Result<Vec<Delta>, ClassifiedError> {
+        self.state
+            .try_borrow_mut()
+            .map_err(|_| reentered())?
+            .parse(&events)
+    }
+
+    fn finish(&self) -> Vec<Delta> {
+        self.state
+            .try_borrow_mut()
+            .map(|mut s| s.finish())
+            .unwrap_or_default()
+    }
+}
+
+/// Unreachable in a single-threaded component (the host never re-enters an instance), but
+/// an error rather than a panic all the same.
+fn reentered() -> ClassifiedError {
+    ClassifiedError {
+        class: ErrorClass::Transient,
+        message: "stream parser re-entered".to_owned(),
+        code: None,
+        retry_after_ms: None,
+    }
+}

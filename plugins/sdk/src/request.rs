@@ -1,0 +1,273 @@
+//! Building OpenAI chat-completions requests: the JSON body (protected keys, merges of
+//! `EXTRA_BODY` and the client's overlay, prefill) and the HTTP request around it.
+//!
+//! Client JSON is carried verbatim ([`RawValue`]): messages, tools and JSON schemas keep their
+//! key order and number spelling, which matters (a schema's property order is the order a
+//! model writes the fields in). Only the body's top-level keys are re-ordered (sorted).
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+use serde_json::value::RawValue;
+
+use crate::{AuthScheme, Header, HttpRequest};
+
+/// Body keys owned by the contract: neither `EXTRA_BODY` nor the client's overlay may set them.
+///
+/// # Example
+/// ```
+/// assert!(polygateway_plugin_sdk::request::PROTECTED_KEYS.contains(&"stream_options"));
+/// ```
+pub const PROTECTED_KEYS: [&str; 4] = ["model", "messages", "stream", "stream_options"];
+
+/// The path of the OpenAI chat-completions endpoint, appended to the source's base URL.
+///
+/// # Example
+/// ```
+/// let url = format!("{}{}", "https://api.openai.com/v1",
+///                   polygateway_plugin_sdk::request::CHAT_COMPLETIONS_PATH);
+/// assert_eq!(url, "https://api.openai.com/v1/chat/completions");
+/// ```
+pub const CHAT_COMPLETIONS_PATH: &str = "/chat/completions";
+
+/// A JSON text that is not what it should be; the message names the field.
+///
+/// # Example
+/// ```
+/// use polygateway_plugin_sdk::request::parse_messages;
+///
+/// let err = parse_messages("{}").unwrap_err();
+/// assert_eq!(err.to_string(), "messages-json: expected a JSON array of messages");
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JsonFieldError {
+    /// The contract field at fault, e.g. `messages-json`.
+    pub field: &'static str,
+    /// What is wrong with it.
+    pub problem: String,
+}
+
+impl std::fmt::Display for JsonFieldError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.field, self.problem)
+    }
+}
+
+impl std::error::Error for JsonFieldError {}
+
+/// Parse `chat-request.messages-json`: a JSON array; each message is kept verbatim.
+///
+/// Errors: invalid JSON or not an array → [`JsonFieldError`] naming `messages-json`.
+///
+/// # Example
+/// ```
+/// use polygateway_plugin_sdk::request::parse_messages;
+///
+/// let msgs = parse_messages(r#"[{"role":"user","content":"hi"}]"#).unwrap();
+/// assert_eq!(msgs.len(), 1);
+/// assert_eq!(msgs[0].get(), r#"{"role":"user","content":"hi"}"#);
+/// assert!(parse_messages("[{").is_err());
+/// ```
+pub fn parse_messages(messages_json: &str) -> Result<Vec<Box<RawValue>>, JsonFieldError> {
+    serde_json::from_str(messages_json)
+        .map_err(|e| json_error("messages-json", "a JSON array of messages", &e))
+}
+
+/// The assistant message that carries a prefill (partial answer to continue):
+/// `{"role":"assistant","content":<prefill>}`, plus `<flag>: true` when a flag is given
+/// (DeepSeek's `prefix`, Qwen's `partial`).
+///
+/// # Example
+/// ```
+/// use polygateway_plugin_sdk::request::prefill_message;
+///
+/// let m = prefill_message("Once upon", Some("prefix"));
+/// assert_eq!(m.get(), r#"{"content":"Once upon","prefix":true,"role":"assistant"}"#);
+/// ```
+pub fn prefill_message(prefill: &str, flag: Option<&str>) -> Box<RawValue> {
+    let mut msg = serde_json::Map::new();
+    msg.insert("role".into(), Value::from("assistant"));
+    msg.insert("content".into(), Value::from(prefill));
+    if let Some(flag) = flag {
+        msg.insert(flag.into(), Value::Bool(true));
+    }
+    raw(&Value::Object(msg))
+}
+
+/// A chat-completions request body under construction: top-level keys to JSON values.
+///
+/// # Example
+/// ```
+/// use polygateway_plugin_sdk::request::{parse_messages, ChatBody};
+/// use serde_json::json;
+///
+/// let messages = parse_messages(r#"[{"role":"user","content":"hi"}]"#).unwrap();
+/// let mut body = ChatBody::new("gpt-4o", messages, true);
+/// body.insert("thinking", &json!({"type": "enabled"}));
+/// body.merge_object("overlay-json", r#"{"temperature":0.2,"model":"evil"}"#).unwrap();
+/// let v: serde_json::Value = serde_json::from_slice(&body.to_bytes()).unwrap();
+/// assert_eq!(v["model"], "gpt-4o");
+/// assert_eq!(v["stream_options"], json!({"include_usage": true}));
+/// assert_eq!(v["temperature"], 0.2);
+/// ```
+#[derive(Debug, Clone, Default)]
+pub struct ChatBody {
+    fields: BTreeMap<String, Box<RawValue>>,
+}
+
+impl ChatBody {
+    /// The contract's own body: `model`, `messages`, `stream`, and when streaming
+    /// `stream_options: {"include_usage": true}` (so the last chunk reports usage).
+    ///
+    /// # Example
+    /// ```
+    /// use polygateway_plugin_sdk::request::ChatBody;
+    ///
+    /// let body = ChatBody::new("m", Vec::new(), false);
+    /// assert_eq!(body.to_bytes(), br#"{"messages":[],"model":"m","stream":false}"#);
+    /// ```
+    pub fn new(model: &str, messages: Vec<Box<RawValue>>, stream: bool) -> Self {
+        let mut body = Self::default();
+        body.insert("model", &Value::from(model));
+        body.fields.insert("messages".into(), raw(&messages));
+        body.insert("stream", &Value::Bool(stream));
+        if stream {
+            body.insert(
+                "stream_options",
+                &serde_json::json!({"include_usage": true}),
+            );
+        }
+        body
+    }
+
+    /// Set a top-level key (any key: this is the provider's own code speaking).
+    ///
+    /// # Example
+    /// ```
+    /// use polygateway_plugin_sdk::request::ChatBody;
+    ///
+    /// let mut body = ChatBody::new("m", Vec::new(), false);
+    /// body.insert("enable_thinking", &serde_json::Value::Bool(true));
+    /// assert_eq!(body.get("enable_thinking"), Some("true"));
+    /// ```
+    pub fn insert(&mut self, key: &str, value: &Value) {
+        self.fields.insert(key.to_owned(), raw(value));
+    }
+
+    /// The JSON text of a top-level key, if set.
+    ///
+    /// # Example
+    /// ```
+    /// use polygateway_plugin_sdk::request::ChatBody;
+    ///
+    /// assert_eq!(ChatBody::new("m", Vec::new(), true).get("stream"), Some("true"));
+    /// ```
+    pub fn get(&self, key: &str) -> Option<&str> {
+        self.fields.get(key).map(|v| v.get())
+    }
+
+    /// Merge a JSON object's top-level keys over the body (shallow: a key's whole value is
+    /// replaced), skipping [`PROTECTED_KEYS`]. Values are kept verbatim. Empty or
+    /// whitespace-only text counts as `{}`. Returns the protected keys that were skipped.
+    ///
+    /// Errors: invalid JSON or not an object → [`JsonFieldError`] naming `field`.
+    ///
+    /// # Example
+    /// ```
+    /// use polygateway_plugin_sdk::request::ChatBody;
+    ///
+    /// let mut body = ChatBody::new("m", Vec::new(), false);
+    /// let skipped = body.merge_object("extra-body-json", r#"{"stream":true,"top_k":5}"#).unwrap();
+    /// assert_eq!(skipped, vec!["stream".to_string()]);
+    /// assert_eq!((body.get("stream"), body.get("top_k")), (Some("false"), Some("5")));
+    /// assert!(body.merge_object("overlay-json", "[1]").is_err());
+    /// ```
+    pub fn merge_object(
+        &mut self,
+        field: &'static str,
+        json: &str,
+    ) -> Result<Vec<String>, JsonFieldError> {
+        if json.trim().is_empty() {
+            return Ok(Vec::new());
+        }
+        let object: BTreeMap<String, Box<RawValue>> =
+            serde_json::from_str(json).map_err(|e| json_error(field, "a JSON object", &e))?;
+        let mut skipped = Vec::new();
+        for (key, value) in object {
+            if PROTECTED_KEYS.contains(&key.as_str()) {
+                skipped.push(key);
+            } else {
+                self.fields.insert(key, value);
+            }
+        }
+        Ok(skipped)
+    }
+
+    /// The body as JSON bytes.
+    ///
+    /// # Example
+    /// ```
+    /// use polygateway_plugin_sdk::request::ChatBody;
+    ///
+    /// assert!(ChatBody::new("m", Vec::new(), false).to_bytes().starts_with(b"{"));
+    /// ```
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(256);
+        out.push(b'{');
+        for (i, (key, value)) in self.fields.iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            out.extend_from_slice(Value::from(key.as_str()).to_string().as_bytes());
+            out.push(b':');
+            out.extend_from_slice(value.get().as_bytes());
+        }
+        out.push(b'}');
+        out
+    }
+}
+
+/// The HTTP request for an OpenAI chat-completions body: `POST` [`CHAT_COMPLETIONS_PATH`],
+/// `content-type: application/json`, bearer credential.
+///
+/// # Example
+/// ```
+/// use polygateway_plugin_sdk::request::{chat_completions_request, ChatBody};
+/// use polygateway_plugin_sdk::AuthScheme;
+///
+/// let req = chat_completions_request(&ChatBody::new("m", Vec::new(), false));
+/// assert_eq!((req.method.as_str(), req.path.as_str()), ("POST", "/chat/completions"));
+/// assert_eq!(req.auth, AuthScheme::Bearer);
+/// ```
+pub fn chat_completions_request(body: &ChatBody) -> HttpRequest {
+    HttpRequest {
+        method: "POST".into(),
+        path: CHAT_COMPLETIONS_PATH.into(),
+        headers: vec![Header {
+            name: "content-type".into(),
+            value: "application/json".into(),
+        }],
+        body: body.to_bytes(),
+        auth: AuthScheme::Bearer,
+    }
+}
+
+/// The error for JSON that failed to parse as `expected`: a type mismatch says what was
+/// expected, anything else is invalid JSON (with serde_json's line and column).
+fn json_error(field: &'static str, expected: &str, e: &serde_json::Error) -> JsonFieldError {
+    let problem = match e.classify() {
+        serde_json::error::Category::Data => format!("expected {expected}"),
+        _ => format!("invalid JSON: {e}"),
+    };
+    JsonFieldError { field, problem }
+}
+
+/// Serialize a value into a raw JSON value. Serializing a `Value` or a list of raw values
+/// cannot fail (string keys, no custom serializers); `null` is the unreachable fallback.
+fn raw<T: serde::Serialize + ?Sized>(value: &T) -> Box<RawValue> {
+    serde_json::value::to_raw_value(value).unwrap_or_else(|_| null())
+}
+
+fn null() -> Box<RawValue> {
+    RawValue::NULL.to_owned()
+}
