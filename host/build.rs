@@ -1,0 +1,106 @@
+//! Builds the first-party plugin components (`plugins/`, a separate cargo workspace) for
+//! `wasm32-wasip2` and copies them into `OUT_DIR`, where `plugin::builtin` embeds them.
+//!
+//! The guest build runs with its own target dir (`<target>/wasm-plugins`) and a cleaned
+//! environment, so the host's RUSTFLAGS, wrappers (clippy, coverage) and target never leak in.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const COMPONENTS: [&str; 3] = ["openai", "deepseek", "qwen"];
+
+fn main() {
+    if let Err(e) = run() {
+        // A build script reports failure through cargo's protocol; this is not user input.
+        println!("cargo::error={e}");
+        std::process::exit(1);
+    }
+}
+
+fn run() -> Result<(), String> {
+    let manifest_dir = PathBuf::from(env("CARGO_MANIFEST_DIR")?);
+    let root = manifest_dir
+        .parent()
+        .ok_or("host/ has no parent directory")?
+        .to_path_buf();
+    let plugins = root.join("plugins");
+    let out_dir = PathBuf::from(env("OUT_DIR")?);
+    println!("cargo::rerun-if-changed={}", root.join("wit").display());
+    println!(
+        "cargo::rerun-if-changed={}",
+        plugins.join("Cargo.toml").display()
+    );
+    println!(
+        "cargo::rerun-if-changed={}",
+        plugins.join("Cargo.lock").display()
+    );
+    for dir in ["sdk", "openai", "deepseek", "qwen"] {
+        println!("cargo::rerun-if-changed={}", plugins.join(dir).display());
+    }
+    println!("cargo::rerun-if-env-changed=PGW_PLUGIN_TARGET_DIR");
+
+    let target_dir = match std::env::var_os("PGW_PLUGIN_TARGET_DIR") {
+        Some(d) => PathBuf::from(d),
+        None => cargo_target_dir(&out_dir).join("wasm-plugins"),
+    };
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let mut cmd = Command::new(cargo);
+    cmd.arg("build")
+        .arg("--manifest-path")
+        .arg(plugins.join("Cargo.toml"))
+        .arg("--target")
+        .arg("wasm32-wasip2")
+        .arg("--release")
+        .arg("--locked")
+        .arg("--target-dir")
+        .arg(&target_dir);
+    for var in [
+        "RUSTFLAGS",
+        "CARGO_ENCODED_RUSTFLAGS",
+        "CARGO_BUILD_RUSTFLAGS",
+        "RUSTC_WRAPPER",
+        "RUSTC_WORKSPACE_WRAPPER",
+        "CARGO_BUILD_TARGET",
+        "CARGO_TARGET_DIR",
+        "CARGO_BUILD_TARGET_DIR",
+        "CARGO_PRIMARY_PACKAGE",
+        "CARGO_MANIFEST_DIR",
+        "CARGO_MANIFEST_PATH",
+        "RUSTDOCFLAGS",
+        "CARGO_LLVM_COV",
+        "LLVM_PROFILE_FILE",
+    ] {
+        cmd.env_remove(var);
+    }
+    let status = cmd
+        .status()
+        .map_err(|e| format!("cannot run cargo for the plugins: {e}"))?;
+    if !status.success() {
+        return Err(format!(
+            "building the plugin components failed ({status}); is the wasm32-wasip2 target installed? (`rustup target add wasm32-wasip2`)"
+        ));
+    }
+    for name in COMPONENTS {
+        let built = target_dir
+            .join("wasm32-wasip2")
+            .join("release")
+            .join(format!("{name}.wasm"));
+        let dest = out_dir.join(format!("{name}.wasm"));
+        std::fs::copy(&built, &dest)
+            .map_err(|e| format!("cannot copy {} to {}: {e}", built.display(), dest.display()))?;
+    }
+    Ok(())
+}
+
+fn env(name: &str) -> Result<String, String> {
+    std::env::var(name).map_err(|_| format!("{name} is not set"))
+}
+
+/// `<target>` from `<target>/<profile>/build/<pkg>-<hash>/out`.
+fn cargo_target_dir(out_dir: &Path) -> PathBuf {
+    out_dir
+        .ancestors()
+        .nth(4)
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| out_dir.join("target"))
+}

@@ -1,0 +1,276 @@
+//! The `polygateway` command line: `serve`, `mock-upstream`, `demo`.
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use futures_util::StreamExt;
+
+use crate::config::{self, Settings};
+use crate::mock::{Script, Step, serve_mock};
+use crate::pipeline::{CallEvent, ChatRequest, Gateway};
+use crate::plugin::Delta;
+
+/// PolyGateway: an LLM gateway with WebAssembly provider plugins.
+#[derive(Debug, Parser)]
+#[command(name = "polygateway", version)]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run the OpenAI-compatible proxy (configuration from the environment and `.env`).
+    Serve,
+    /// Run the scriptable mock upstream.
+    MockUpstream {
+        /// Address to bind (port 0 picks a free port).
+        #[arg(long, default_value = "127.0.0.1:9099")]
+        listen: SocketAddr,
+        /// JSON file: `{"<scenario>": {"steps": [...], "then": {...}}}`.
+        #[arg(long)]
+        script: Option<PathBuf>,
+    },
+    /// Start a mock upstream and a gateway with a demo configuration in this process, then
+    /// stream one answer through the wasm providers (telemetry to `demo.db`).
+    Demo {
+        /// The question to ask.
+        #[arg(default_value = "Why do LLM gateways need circuit breakers?")]
+        prompt: String,
+    },
+}
+
+/// Run the CLI; the exit code reports success.
+pub fn run() -> ExitCode {
+    let cli = Cli::parse();
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => return fail(&format!("cannot start the runtime: {e}")),
+    };
+    rt.block_on(async move {
+        match cli.command {
+            Command::Serve => serve().await,
+            Command::MockUpstream { listen, script } => mock(listen, script).await,
+            Command::Demo { prompt } => demo(prompt).await,
+        }
+    })
+}
+
+fn fail(message: &str) -> ExitCode {
+    let _ = writeln!(std::io::stderr(), "polygateway: {message}");
+    ExitCode::FAILURE
+}
+
+fn init_tracing(filter: &str, json: bool) {
+    let filter = tracing_subscriber::EnvFilter::try_new(filter)
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    let _ = if json {
+        builder.json().try_init()
+    } else {
+        builder.try_init()
+    };
+}
+
+async fn serve() -> ExitCode {
+    if let Err(e) = config::load_dotenv() {
+        return fail(&e.to_string());
+    }
+    let settings = match config::settings_from_env() {
+        Ok(s) => s,
+        Err(e) => return fail(&e.to_string()),
+    };
+    init_tracing(&settings.process.log_filter, settings.process.log_json);
+    let gateway = match Gateway::from_settings(settings).await {
+        Ok(g) => g,
+        Err(e) => return fail(&e.to_string()),
+    };
+    let (listener, addr) = match crate::proxy::bind(&gateway).await {
+        Ok(x) => x,
+        Err(e) => return fail(&e.to_string()),
+    };
+    let _ = writeln!(std::io::stdout(), "polygateway listening on http://{addr}");
+    let _ = std::io::stdout().flush();
+    tracing::info!(%addr, "serving");
+    match crate::proxy::serve(gateway, listener, shutdown_signal()).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => fail(&e.to_string()),
+    }
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(s) => s,
+                Err(_) => {
+                    let _ = ctrl_c.await;
+                    return;
+                }
+            };
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = ctrl_c.await;
+    }
+}
+
+async fn mock(listen: SocketAddr, script: Option<PathBuf>) -> ExitCode {
+    init_tracing("info", false);
+    let scripts: HashMap<String, Script> = match script {
+        None => HashMap::new(),
+        Some(path) => match std::fs::read(&path)
+            .map_err(|e| e.to_string())
+            .and_then(|b| serde_json::from_slice(&b).map_err(|e| e.to_string()))
+        {
+            Ok(s) => s,
+            Err(e) => return fail(&format!("{}: {e}", path.display())),
+        },
+    };
+    match serve_mock(listen, scripts).await {
+        Ok(m) => {
+            let _ = writeln!(
+                std::io::stdout(),
+                "mock upstream listening on http://{}",
+                m.addr
+            );
+            let _ = std::io::stdout().flush();
+            shutdown_signal().await;
+            ExitCode::SUCCESS
+        }
+        Err(e) => fail(&format!("cannot bind {listen}: {e}")),
+    }
+}
+
+/// The demo configuration: a DeepSeek-style reasoner that fails once with 503, and a Qwen
+/// fallback, both on the local mock upstream.
+fn demo_settings(mock_base: &str, db: &str) -> Result<Settings, config::ConfigError> {
+    let vars = [
+        (
+            "LLM__DEEPSEEK__1__BASE_URL",
+            format!("{mock_base}/sc/demo-deepseek/v1"),
+        ),
+        ("LLM__DEEPSEEK__1__MODEL", "deepseek-reasoner".into()),
+        ("LLM__DEEPSEEK__1__API_KEY", "sk-demo".into()),
+        ("LLM__DEEPSEEK__1__ENABLE_THINKING", "true".into()),
+        (
+            "LLM__QWEN__2__BASE_URL",
+            format!("{mock_base}/sc/demo-qwen/v1"),
+        ),
+        ("LLM__QWEN__2__MODEL", "qwen-plus".into()),
+        ("LLM__QWEN__2__API_KEY", "sk-demo".into()),
+        ("LLM__RETRY__BASE_DELAY_S", "0.2".into()),
+        ("PGW_TELEMETRY_SQLITE_PATH", db.into()),
+    ];
+    config::settings_from_vars(vars.into_iter().map(|(k, v)| (k.to_string(), v)))
+}
+
+async fn demo(prompt: String) -> ExitCode {
+    init_tracing("warn", false);
+    let mut scripts = HashMap::new();
+    let answer = Step {
+        reasoning: Some("The user asks about breakers. A failing upstream should be skipped quickly, then probed.".into()),
+        content: "A circuit breaker stops a gateway from hammering a failing source: after repeated failures it opens, sends traffic elsewhere, and lets one probe through to test recovery.".into(),
+        inter_chunk_delay_ms: 15,
+        ..Step::default()
+    };
+    scripts.insert(
+        "demo-deepseek".to_string(),
+        Script {
+            steps: vec![Step {
+                status: 503,
+                ..Step::default()
+            }],
+            then: Some(answer.clone()),
+        },
+    );
+    scripts.insert(
+        "demo-qwen".to_string(),
+        Script {
+            steps: vec![],
+            then: Some(answer),
+        },
+    );
+    let mock = match serve_mock(SocketAddr::from(([127, 0, 0, 1], 0)), scripts).await {
+        Ok(m) => m,
+        Err(e) => return fail(&format!("cannot start the mock upstream: {e}")),
+    };
+    let settings = match demo_settings(&format!("http://{}", mock.addr), "demo.db") {
+        Ok(s) => s,
+        Err(e) => return fail(&e.to_string()),
+    };
+    let gateway = match Gateway::from_settings(settings).await {
+        Ok(g) => g,
+        Err(e) => return fail(&e.to_string()),
+    };
+    let mut out = std::io::stdout();
+    let _ = writeln!(
+        out,
+        "mock upstream on http://{}; source deepseek-1 answers 503 once, then streams.\n",
+        mock.addr
+    );
+    let _ = writeln!(out, "> {prompt}\n");
+    let mut events = gateway.chat_stream(ChatRequest::user("llm", prompt));
+    let mut in_reasoning = false;
+    while let Some(ev) = events.next().await {
+        match ev {
+            CallEvent::Start(s) => {
+                let _ = writeln!(
+                    out,
+                    "[source {} after {} attempt(s)]",
+                    s.source_name, s.attempts
+                );
+            }
+            CallEvent::Delta(Delta::Reasoning(r)) => {
+                if !in_reasoning {
+                    let _ = write!(out, "(thinking) ");
+                    in_reasoning = true;
+                }
+                let _ = write!(out, "{r}");
+            }
+            CallEvent::Delta(Delta::Content(c)) => {
+                if in_reasoning {
+                    let _ = write!(out, "\n\n");
+                    in_reasoning = false;
+                }
+                let _ = write!(out, "{c}");
+            }
+            CallEvent::Delta(_) => {}
+            CallEvent::End(r) => {
+                let _ = writeln!(
+                    out,
+                    "\n\n[call {} · source {} · {} attempt(s) · usage {} · ttft {:.1} ms · {} ms · telemetry in demo.db]",
+                    r.call_id,
+                    r.source_name,
+                    r.attempts,
+                    match r.usage {
+                        Some(u) => format!("{}+{} tokens", u.prompt_tokens, u.completion_tokens),
+                        None => "unavailable".into(),
+                    },
+                    r.ttft_ms.unwrap_or(0.0),
+                    r.latency_ms
+                );
+            }
+            CallEvent::Failed(e) => return fail(&e.to_string()),
+        }
+        let _ = out.flush();
+    }
+    // Let the telemetry writer drain before the process exits.
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    ExitCode::SUCCESS
+}

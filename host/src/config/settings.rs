@@ -1,0 +1,218 @@
+//! The validated, typed configuration the gateway runs on. Built from the environment by
+//! `config::env`, or directly by an embedding application.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Everything the gateway needs to start.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub process: ProcessSettings,
+    /// Scopes by name (upper case, as in the env keys), each with at least one source.
+    pub scopes: Vec<ScopeSettings>,
+}
+
+impl Settings {
+    /// The scope a client's `model` value names (an alias, compared exactly).
+    pub fn scope_for_alias(&self, alias: &str) -> Option<&ScopeSettings> {
+        self.scopes
+            .iter()
+            .find(|s| s.aliases.iter().any(|a| a == alias))
+    }
+}
+
+/// Process-wide settings (`PGW_*` keys).
+#[derive(Debug, Clone)]
+pub struct ProcessSettings {
+    /// `PGW_LISTEN`, default `127.0.0.1:8080`.
+    pub listen: SocketAddr,
+    /// `PGW_API_KEYS`: client keys; empty = only loopback peers are served.
+    pub api_keys: Vec<String>,
+    /// `PGW_ADMIN_KEYS`.
+    pub admin_keys: Vec<String>,
+    /// `PGW_MAX_BODY_BYTES`, default 8 MiB.
+    pub max_body_bytes: usize,
+    /// `PGW_LOG` tracing filter, default `info`.
+    pub log_filter: String,
+    /// `PGW_LOG_FORMAT`: true for JSON lines.
+    pub log_json: bool,
+    /// `PGW_TELEMETRY_BACKEND` (default sqlite).
+    pub telemetry: TelemetryBackend,
+    /// `PGW_PLUGIN_CACHE_DIR`: on-disk cache of compiled components; none = no disk cache.
+    pub plugin_cache_dir: Option<PathBuf>,
+    /// `PGW_PLUGIN_TIMEOUT_MS`: budget of one plugin call, default 1000 ms.
+    pub plugin_timeout: Duration,
+    /// `PGW_PLUGIN_MEMORY_MB`: memory cap of one plugin instance, default 64 MiB.
+    pub plugin_memory_bytes: usize,
+    /// Keys that are recognised but belong to features configured elsewhere (cache, Redis
+    /// backends, pricing); kept verbatim so later layers can read them.
+    pub other: BTreeMap<String, String>,
+}
+
+/// Where telemetry rows go.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TelemetryBackend {
+    /// No telemetry.
+    None,
+    /// SQLite file (`PGW_TELEMETRY_SQLITE_PATH`, default `polygateway.db`).
+    Sqlite { path: PathBuf },
+    /// Postgres (`PGW_TELEMETRY_PG_DSN`).
+    Postgres { dsn: String },
+}
+
+/// One scope: a logical role with its sources and policies.
+#[derive(Debug, Clone)]
+pub struct ScopeSettings {
+    /// Scope name as in the env keys, e.g. `LLM`.
+    pub name: Arc<str>,
+    /// Model names clients send to reach this scope (`{SCOPE}__ALIASES`; default the scope
+    /// name in lower case).
+    pub aliases: Vec<String>,
+    /// Sources in order of `N` (then provider name).
+    pub sources: Vec<SourceSettings>,
+    pub retry: RetrySettings,
+    /// `{SCOPE}__CALL_DEADLINE_S`: one hard bound around the whole call.
+    pub call_deadline: Option<Duration>,
+    /// Scope keys recognised but consumed by later layers (breaker, limiter, cache, …).
+    pub other: BTreeMap<String, String>,
+}
+
+/// `{SCOPE}__RETRY__*` (reference §7.2).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RetrySettings {
+    /// Most attempts for one logical call, across sources (default 3).
+    pub max_attempts: u32,
+    /// Base of the exponential back-off (default 0.5 s).
+    pub base_delay: Duration,
+    /// Cap of one back-off sleep (default 30 s).
+    pub max_delay: Duration,
+}
+
+impl Default for RetrySettings {
+    fn default() -> Self {
+        Self {
+            max_attempts: 3,
+            base_delay: Duration::from_millis(500),
+            max_delay: Duration::from_secs(30),
+        }
+    }
+}
+
+/// The per-source liveness watchdog (reference §7.6): 0 < inter-token < TTFT < total.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TimeoutSettings {
+    /// `TIMEOUT_S`: the whole attempt, default 120 s.
+    pub total: Duration,
+    /// `TTFT_TIMEOUT_S`: request sent → first token (content or reasoning), default 60 s.
+    pub ttft: Duration,
+    /// `INTER_TOKEN_TIMEOUT_S`: longest silence between tokens, default 30 s.
+    pub inter_token: Duration,
+}
+
+impl Default for TimeoutSettings {
+    fn default() -> Self {
+        Self {
+            total: Duration::from_secs(120),
+            ttft: Duration::from_secs(60),
+            inter_token: Duration::from_secs(30),
+        }
+    }
+}
+
+/// What to do when a stream ends without `[DONE]` (reference §7.1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MissingDone {
+    /// Treat it as a broken stream (transient failure). The default.
+    Retry,
+    /// Keep what arrived; usage that did arrive is marked `estimated`.
+    Salvage,
+}
+
+/// The first-party provider components embedded in the binary.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FirstParty {
+    OpenAi,
+    DeepSeek,
+    Qwen,
+}
+
+impl FirstParty {
+    /// All first-party providers.
+    pub const ALL: [FirstParty; 3] = [FirstParty::OpenAi, FirstParty::DeepSeek, FirstParty::Qwen];
+
+    /// The name used in `PLUGIN` and as the `PROVIDER` segment (lower case).
+    pub fn name(self) -> &'static str {
+        match self {
+            FirstParty::OpenAi => "openai",
+            FirstParty::DeepSeek => "deepseek",
+            FirstParty::Qwen => "qwen",
+        }
+    }
+
+    /// Look a first-party provider up by name (case-insensitive).
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL
+            .into_iter()
+            .find(|p| p.name().eq_ignore_ascii_case(name))
+    }
+}
+
+/// Which provider component a source uses.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PluginRef {
+    FirstParty(FirstParty),
+    /// A component file loaded at start-up.
+    File(PathBuf),
+}
+
+/// One upstream account: base URL + key + model.
+#[derive(Clone)]
+pub struct SourceSettings {
+    /// Unique within the scope: `{provider}-{n}` in lower case, e.g. `deepseek-1`.
+    pub name: Arc<str>,
+    /// The `PROVIDER` segment, lower case.
+    pub provider: Arc<str>,
+    /// The `N` segment.
+    pub index: u32,
+    pub base_url: String,
+    pub model: String,
+    /// Never logged (see the `Debug` impl), never passed to a plugin.
+    pub api_key: Option<String>,
+    pub plugin: PluginRef,
+    /// `PLUGIN_SHA256`: expected lower-case hex digest of the component file.
+    pub plugin_sha256: Option<String>,
+    pub enable_thinking: Option<bool>,
+    /// `EXTRA_BODY` as a JSON object (protected keys refused at parse time).
+    pub extra_body: serde_json::Map<String, serde_json::Value>,
+    pub timeouts: TimeoutSettings,
+    pub missing_done: MissingDone,
+    /// `WEIGHT` for selectors (default 1).
+    pub weight: u32,
+    /// `MAX_CONCURRENCY`, `RPM`, `TPM`, `EST_TOKENS` (0 = gate off).
+    pub max_concurrency: u32,
+    pub rpm: u32,
+    pub tpm: u64,
+    pub est_tokens: u64,
+    /// `MAX_BATCH` for embeddings (0 = unlimited).
+    pub max_batch: u32,
+    /// `TRUST_ENV`: use the process's proxy settings (default false).
+    pub trust_env: bool,
+}
+
+impl std::fmt::Debug for SourceSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SourceSettings")
+            .field("name", &self.name)
+            .field("base_url", &self.base_url)
+            .field("model", &self.model)
+            .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
+            .field("plugin", &self.plugin)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Keys of a request body that neither `EXTRA_BODY` nor a client's sampling overlay may set.
+pub const PROTECTED_BODY_KEYS: [&str; 4] = ["model", "messages", "stream", "stream_options"];

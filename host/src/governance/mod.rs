@@ -1,0 +1,8 @@
+//! Governance on the host side: source selection (the seam where selector plugins plug in)
+//! and back-off. Breaker, limiter, stall budget and deadline join here.
+
+mod backoff;
+mod selector;
+
+pub use backoff::backoff_delay;
+pub use selector::{RoundRobin, SourceSelector};

@@ -1,0 +1,30 @@
+//! PolyGateway: an LLM gateway that governs one model call — source selection, failover,
+//! retries, stream liveness, telemetry — with provider behaviour supplied by sandboxed
+//! WebAssembly components.
+//!
+//! Embedded use:
+//! ```no_run
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! let gateway = polygateway::Gateway::from_env().await?;
+//! let answer = gateway.chat(polygateway::ChatRequest::user("llm", "Hello")).await?;
+//! println!("{}", answer.content);
+//! # Ok(()) }
+//! ```
+//! Or run the OpenAI-compatible proxy: `polygateway serve`.
+
+pub mod cli;
+pub mod config;
+pub mod error;
+pub mod governance;
+pub mod mock;
+pub mod pipeline;
+pub mod plugin;
+pub mod proxy;
+pub mod telemetry;
+pub mod transport;
+
+pub use error::{GatewayError, UnavailableReason};
+pub use pipeline::{
+    CallEvent, ChatRequest, ChatResponse, Gateway, StartError, StreamStart, TokenUsage, ToolCall,
+};
+pub use telemetry::UsageSource;

@@ -1,0 +1,131 @@
+//! What a mock scenario answers: a list of steps consumed one per request, then `then`
+//! (a normal answer by default).
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// The default answer text.
+pub const DEFAULT_CONTENT: &str = "Hello from the mock upstream.";
+
+/// One scripted answer.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct Step {
+    /// HTTP status; non-2xx answers send `body` (or an OpenAI-shaped error) and `headers`.
+    pub status: u16,
+    /// Extra response headers (e.g. `Retry-After`).
+    pub headers: BTreeMap<String, String>,
+    /// A raw body to send instead of a generated answer.
+    pub body: Option<String>,
+    /// Answer text.
+    pub content: String,
+    /// Reasoning text sent before the answer.
+    pub reasoning: Option<String>,
+    /// `field` (`reasoning_content`, DeepSeek/Qwen) or `think_tags` (`<think>` inline).
+    pub reasoning_style: ReasoningStyle,
+    /// Number of content chunks (the text is split evenly); 0 = one chunk per word.
+    pub chunks: usize,
+    /// Delay before the first byte of the answer, in ms.
+    pub first_token_delay_ms: u64,
+    /// Delay between chunks, in ms.
+    pub inter_chunk_delay_ms: u64,
+    /// Break the connection after this many content chunks.
+    pub cut_after_chunks: Option<usize>,
+    /// Stop sending (keep the connection open) after this many content chunks.
+    pub stall_after_chunks: Option<usize>,
+    /// End the stream without `[DONE]` (usage still sent).
+    pub missing_done: bool,
+    /// Send a usage chunk (`choices: []`) at the end of streams, usage in bodies.
+    pub usage: bool,
+    /// Reported `prompt_tokens_details.cached_tokens`.
+    pub cached_tokens: Option<u64>,
+    /// Send `: keep-alive` comments between chunks.
+    pub keepalive: bool,
+    /// Use `\r\n` line endings.
+    pub crlf: bool,
+}
+
+impl Default for Step {
+    fn default() -> Self {
+        Self {
+            status: 200,
+            headers: BTreeMap::new(),
+            body: None,
+            content: DEFAULT_CONTENT.to_string(),
+            reasoning: None,
+            reasoning_style: ReasoningStyle::Field,
+            chunks: 0,
+            first_token_delay_ms: 0,
+            inter_chunk_delay_ms: 0,
+            cut_after_chunks: None,
+            stall_after_chunks: None,
+            missing_done: false,
+            usage: true,
+            cached_tokens: None,
+            keepalive: false,
+            crlf: false,
+        }
+    }
+}
+
+/// How reasoning is sent.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum ReasoningStyle {
+    Field,
+    ThinkTags,
+}
+
+/// A scenario's script.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct Script {
+    /// Consumed one per request, in order.
+    pub steps: Vec<Step>,
+    /// Answer once the steps are used up (default: a normal answer).
+    pub then: Option<Step>,
+}
+
+/// Split `text` into pieces: `n` even pieces (by chars), or one per word when `n` is 0.
+pub fn split_text(text: &str, n: usize) -> Vec<String> {
+    if text.is_empty() {
+        return Vec::new();
+    }
+    if n == 0 {
+        let mut out = Vec::new();
+        let mut cur = String::new();
+        for ch in text.chars() {
+            cur.push(ch);
+            if ch == ' ' {
+                out.push(std::mem::take(&mut cur));
+            }
+        }
+        if !cur.is_empty() {
+            out.push(cur);
+        }
+        return out;
+    }
+    let chars: Vec<char> = text.chars().collect();
+    let n = n.min(chars.len());
+    let mut out = Vec::with_capacity(n);
+    for i in 0..n {
+        let a = i * chars.len() / n;
+        let b = (i + 1) * chars.len() / n;
+        out.push(chars[a..b].iter().collect());
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn splits() {
+        assert_eq!(split_text("a bc d", 0), vec!["a ", "bc ", "d"]);
+        assert_eq!(split_text("abcdef", 3), vec!["ab", "cd", "ef"]);
+        assert_eq!(split_text("ab", 5), vec!["a", "b"]);
+        assert_eq!(split_text("", 3), Vec::<String>::new());
+    }
+}

@@ -1,0 +1,329 @@
+//! The mock upstream's HTTP server (axum): chat completions per scenario, the script and
+//! hit-inspection endpoints.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post, put};
+use serde_json::{Value, json};
+use tokio::net::TcpListener;
+use tokio::time::Instant;
+
+use super::script::{ReasoningStyle, Script, Step, split_text};
+
+#[derive(Default)]
+struct Scenario {
+    script: Script,
+    next: usize,
+    hits: Vec<Value>,
+}
+
+struct MockState {
+    started: Instant,
+    scenarios: Mutex<HashMap<String, Scenario>>,
+}
+
+/// A running mock upstream.
+#[derive(Debug, Clone)]
+pub struct MockUpstream {
+    /// The bound address.
+    pub addr: SocketAddr,
+}
+
+impl MockUpstream {
+    /// The base URL of a scenario, to use as a source's `BASE_URL`.
+    pub fn base_url(&self, scenario: &str) -> String {
+        format!("http://{}/sc/{scenario}/v1", self.addr)
+    }
+}
+
+/// Bind `listen` (port 0 for any) and serve until the process ends. `scripts` preloads
+/// scenarios.
+pub async fn serve_mock(
+    listen: SocketAddr,
+    scripts: HashMap<String, Script>,
+) -> std::io::Result<MockUpstream> {
+    let listener = TcpListener::bind(listen).await?;
+    let addr = listener.local_addr()?;
+    let state = Arc::new(MockState {
+        started: Instant::now(),
+        scenarios: Mutex::new(
+            scripts
+                .into_iter()
+                .map(|(k, script)| {
+                    (
+                        k,
+                        Scenario {
+                            script,
+                            ..Default::default()
+                        },
+                    )
+                })
+                .collect(),
+        ),
+    });
+    let app = Router::new()
+        .route("/v1/chat/completions", post(default_chat))
+        .route("/sc/{name}/v1/chat/completions", post(scenario_chat))
+        .route("/_mock/scenarios/{name}", put(set_script))
+        .route("/_mock/scenarios/{name}/hits", get(hits))
+        .with_state(state);
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    Ok(MockUpstream { addr })
+}
+
+async fn set_script(
+    State(state): State<Arc<MockState>>,
+    Path(name): Path<String>,
+    body: Bytes,
+) -> Response {
+    let script: Script = match serde_json::from_slice(&body) {
+        Ok(s) => s,
+        Err(e) => return (StatusCode::BAD_REQUEST, format!("bad script: {e}")).into_response(),
+    };
+    if let Ok(mut map) = state.scenarios.lock() {
+        map.insert(
+            name,
+            Scenario {
+                script,
+                ..Default::default()
+            },
+        );
+    }
+    StatusCode::NO_CONTENT.into_response()
+}
+
+async fn hits(State(state): State<Arc<MockState>>, Path(name): Path<String>) -> Response {
+    let hits = state
+        .scenarios
+        .lock()
+        .map(|m| m.get(&name).map(|s| s.hits.clone()).unwrap_or_default())
+        .unwrap_or_default();
+    axum::Json(json!({ "count": hits.len(), "hits": hits })).into_response()
+}
+
+async fn default_chat(
+    State(state): State<Arc<MockState>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    chat(state, "default".into(), headers, body).await
+}
+
+async fn scenario_chat(
+    State(state): State<Arc<MockState>>,
+    Path(name): Path<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    chat(state, name, headers, body).await
+}
+
+async fn chat(state: Arc<MockState>, name: String, headers: HeaderMap, body: Bytes) -> Response {
+    let req: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    let at_ms = state.started.elapsed().as_secs_f64() * 1000.0;
+    let auth = headers
+        .get("authorization")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    let step = match state.scenarios.lock() {
+        Ok(mut map) => {
+            let sc = map.entry(name).or_default();
+            sc.hits
+                .push(json!({ "at_ms": at_ms, "body": req.clone(), "authorization": auth }));
+            let step = sc
+                .script
+                .steps
+                .get(sc.next)
+                .cloned()
+                .or_else(|| sc.script.then.clone())
+                .unwrap_or_default();
+            sc.next += 1;
+            step
+        }
+        Err(_) => Step::default(),
+    };
+    respond(step, &req).await
+}
+
+fn with_headers(mut resp: Response, step: &Step) -> Response {
+    for (k, v) in &step.headers {
+        if let (Ok(n), Ok(v)) = (
+            HeaderName::try_from(k.as_str()),
+            HeaderValue::try_from(v.as_str()),
+        ) {
+            resp.headers_mut().insert(n, v);
+        }
+    }
+    resp
+}
+
+fn prompt_tokens(req: &Value) -> u64 {
+    let mut n = 0u64;
+    if let Some(msgs) = req.get("messages").and_then(Value::as_array) {
+        for m in msgs {
+            if let Some(c) = m.get("content").and_then(Value::as_str) {
+                n += c.split_whitespace().count() as u64;
+            }
+        }
+    }
+    n
+}
+
+fn usage_json(step: &Step, req: &Value, completion: u64, reasoning: Option<u64>) -> Value {
+    let prompt = prompt_tokens(req);
+    let mut u = json!({
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": prompt + completion,
+    });
+    if let Some(c) = step.cached_tokens {
+        u["prompt_tokens_details"] = json!({ "cached_tokens": c });
+    }
+    if let Some(r) = reasoning {
+        u["completion_tokens_details"] = json!({ "reasoning_tokens": r });
+    }
+    u
+}
+
+async fn respond(step: Step, req: &Value) -> Response {
+    let status = StatusCode::from_u16(step.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    if step.first_token_delay_ms > 0 && !status.is_success() {
+        tokio::time::sleep(Duration::from_millis(step.first_token_delay_ms)).await;
+    }
+    if !status.is_success() {
+        let body = step.body.clone().unwrap_or_else(|| {
+            json!({"error": {"message": format!("mock error {}", step.status), "type": "mock_error", "code": null}})
+                .to_string()
+        });
+        return with_headers((status, body).into_response(), &step);
+    }
+    if let Some(b) = &step.body {
+        return with_headers((status, b.clone()).into_response(), &step);
+    }
+    let model = req
+        .get("model")
+        .and_then(Value::as_str)
+        .unwrap_or("mock-model")
+        .to_string();
+    let stream = req.get("stream").and_then(Value::as_bool).unwrap_or(false);
+    let pieces = split_text(&step.content, step.chunks);
+    let reasoning_pieces = step
+        .reasoning
+        .as_deref()
+        .map(|r| split_text(r, 0))
+        .unwrap_or_default();
+    let reasoning_tokens = step
+        .reasoning
+        .as_ref()
+        .map(|_| reasoning_pieces.len() as u64);
+    let completion = (pieces.len() + reasoning_pieces.len()) as u64;
+    if !stream {
+        if step.first_token_delay_ms > 0 {
+            tokio::time::sleep(Duration::from_millis(step.first_token_delay_ms)).await;
+        }
+        let mut message = json!({"role": "assistant", "content": step.content});
+        if let Some(r) = &step.reasoning {
+            match step.reasoning_style {
+                ReasoningStyle::Field => message["reasoning_content"] = json!(r),
+                ReasoningStyle::ThinkTags => {
+                    message["content"] = json!(format!("<think>{r}</think>{}", step.content))
+                }
+            }
+        }
+        let mut body = json!({
+            "id": "chatcmpl-mock",
+            "object": "chat.completion",
+            "created": 1_700_000_000u64,
+            "model": model,
+            "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
+        });
+        if step.usage {
+            body["usage"] = usage_json(&step, req, completion, reasoning_tokens);
+        }
+        return with_headers(axum::Json(body).into_response(), &step);
+    }
+
+    let nl = if step.crlf { "\r\n" } else { "\n" };
+    let frame = move |v: &Value| Bytes::from(format!("data: {v}{nl}{nl}"));
+    let chunk = move |delta: Value, finish: Option<&str>| {
+        json!({
+            "id": "chatcmpl-mock", "object": "chat.completion.chunk", "created": 1_700_000_000u64,
+            "model": model, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]
+        })
+    };
+    let usage = step
+        .usage
+        .then(|| usage_json(&step, req, completion, reasoning_tokens));
+    let body = async_stream::stream! {
+        let sleep = |ms: u64| tokio::time::sleep(Duration::from_millis(ms));
+        if step.first_token_delay_ms > 0 {
+            sleep(step.first_token_delay_ms).await;
+        }
+        yield Ok::<Bytes, std::io::Error>(frame(&chunk(json!({"role": "assistant", "content": ""}), None)));
+        let think_tags = step.reasoning_style == ReasoningStyle::ThinkTags;
+        if think_tags && !reasoning_pieces.is_empty() {
+            yield Ok(frame(&chunk(json!({"content": "<think>"}), None)));
+        }
+        for r in &reasoning_pieces {
+            if step.keepalive {
+                yield Ok(Bytes::from(format!(": keep-alive{nl}{nl}")));
+            }
+            let delta = if think_tags { json!({"content": r}) } else { json!({"reasoning_content": r, "content": null}) };
+            yield Ok(frame(&chunk(delta, None)));
+            if step.inter_chunk_delay_ms > 0 { sleep(step.inter_chunk_delay_ms).await; }
+        }
+        if think_tags && !reasoning_pieces.is_empty() {
+            yield Ok(frame(&chunk(json!({"content": "</think>"}), None)));
+        }
+        for (i, p) in pieces.iter().enumerate() {
+            if step.cut_after_chunks == Some(i) {
+                yield Err(std::io::Error::other("mock: connection cut"));
+                return;
+            }
+            if step.stall_after_chunks == Some(i) {
+                std::future::pending::<()>().await;
+            }
+            if step.keepalive {
+                yield Ok(Bytes::from(format!(": keep-alive{nl}{nl}")));
+            }
+            yield Ok(frame(&chunk(json!({"content": p}), None)));
+            if step.inter_chunk_delay_ms > 0 { sleep(step.inter_chunk_delay_ms).await; }
+        }
+        if step.cut_after_chunks == Some(pieces.len()) {
+            yield Err(std::io::Error::other("mock: connection cut"));
+            return;
+        }
+        if step.stall_after_chunks == Some(pieces.len()) {
+            std::future::pending::<()>().await;
+        }
+        yield Ok(frame(&chunk(json!({}), Some("stop"))));
+        if let Some(u) = &usage {
+            yield Ok(frame(&json!({
+                "id": "chatcmpl-mock", "object": "chat.completion.chunk", "created": 1_700_000_000u64,
+                "model": chunk(json!({}), None)["model"], "choices": [], "usage": u
+            })));
+        }
+        if !step.missing_done {
+            yield Ok(Bytes::from(format!("data: [DONE]{nl}{nl}")));
+        }
+    };
+    let resp = Response::builder()
+        .status(StatusCode::OK)
+        .header("content-type", "text/event-stream")
+        .header("cache-control", "no-cache")
+        .body(Body::from_stream(body));
+    match resp {
+        Ok(r) => with_headers(r, &step),
+        Err(_) => StatusCode::INTERNAL_SERVER_ERROR.into_response(),
+    }
+}

@@ -1,0 +1,430 @@
+//! One attempt: the provider plugin builds the request, the host adds the credential and
+//! sends it, the body is framed and parsed by the plugin under the liveness watchdog, and the
+//! outcome is classified. Deltas are forwarded to the sink once the call commits (first token).
+
+use std::time::Duration;
+
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
+use tokio::time::Instant;
+
+use crate::config::MissingDone;
+use crate::plugin::{
+    BuildError, Delta, ErrorClass, Header, PluginChatRequest, PluginError, SseEvent,
+};
+use crate::telemetry::UsageSource;
+use crate::transport::{LivenessTimeout, SseFramer, UpstreamError, Watchdog, parse_retry_after};
+
+use super::gateway::{Inner, SourceRuntime};
+use super::response::Accumulator;
+use super::retry::{CallState, Sink, SinkClosed};
+
+/// Most bytes of an error body kept for classification.
+const ERROR_BODY_CAP: usize = 64 * 1024;
+/// Most bytes of a non-streamed answer.
+const RESPONSE_BODY_CAP: usize = 64 * 1024 * 1024;
+
+/// A classified upstream failure of one attempt.
+#[derive(Debug, Clone)]
+pub(crate) struct UpstreamFailure {
+    pub class: ErrorClass,
+    pub message: String,
+    pub code: Option<String>,
+    pub status: Option<u16>,
+    pub retry_after: Option<Duration>,
+    /// Short per-source reason (`network_error`, `timeout`, `rate_limited`, …).
+    pub short: &'static str,
+}
+
+/// Why an attempt did not produce an answer.
+#[derive(Debug)]
+pub(crate) enum AttemptFailure {
+    Upstream(UpstreamFailure),
+    Plugin(PluginError),
+    /// The plugin refused the request as invalid (400, no other source tried).
+    BuildInvalid(String),
+    /// The plugin cannot serve this request; try another source.
+    Unsupported(String),
+    /// The client went away.
+    SinkClosed,
+}
+
+impl From<PluginError> for AttemptFailure {
+    fn from(e: PluginError) -> Self {
+        AttemptFailure::Plugin(e)
+    }
+}
+
+impl From<SinkClosed> for AttemptFailure {
+    fn from(_: SinkClosed) -> Self {
+        AttemptFailure::SinkClosed
+    }
+}
+
+/// What an attempt measured, whatever its outcome (for its telemetry row).
+#[derive(Debug, Default)]
+pub(crate) struct AttemptMetrics {
+    pub latency: Duration,
+    pub ttft: Option<Duration>,
+    pub max_inter_token: Option<Duration>,
+}
+
+/// A successful attempt's answer.
+pub(crate) struct AttemptAnswer {
+    pub acc: Accumulator,
+    pub usage_source: UsageSource,
+    pub salvaged: bool,
+}
+
+fn transient(message: impl Into<String>, short: &'static str) -> AttemptFailure {
+    AttemptFailure::Upstream(UpstreamFailure {
+        class: ErrorClass::Transient,
+        message: message.into(),
+        code: None,
+        status: None,
+        retry_after: None,
+        short,
+    })
+}
+
+fn timeout_failure(kind: LivenessTimeout, source: &str) -> AttemptFailure {
+    transient(format!("{} from {source}", kind.as_str()), "timeout")
+}
+
+fn fault(plugin: &str, function: &'static str, message: String) -> AttemptFailure {
+    AttemptFailure::Plugin(PluginError::Fault {
+        plugin: plugin.to_string(),
+        function,
+        message,
+    })
+}
+
+/// Run one attempt against `source`.
+pub(crate) async fn run(
+    inner: &Inner,
+    source: &SourceRuntime,
+    preq: &PluginChatRequest,
+    st: &mut CallState,
+    sink: &mut Sink,
+) -> (Result<AttemptAnswer, AttemptFailure>, AttemptMetrics) {
+    let mut wd = Watchdog::start(source.settings.timeouts);
+    let out = run_inner(inner, source, preq, st, sink, &mut wd).await;
+    let metrics = AttemptMetrics {
+        latency: wd.started().elapsed(),
+        ttft: wd.ttft(),
+        max_inter_token: wd.max_inter_token(),
+    };
+    (out, metrics)
+}
+
+async fn run_inner(
+    inner: &Inner,
+    source: &SourceRuntime,
+    preq: &PluginChatRequest,
+    st: &mut CallState,
+    sink: &mut Sink,
+    wd: &mut Watchdog,
+) -> Result<AttemptAnswer, AttemptFailure> {
+    let plugin_name = source.component.info().name.clone();
+    let mut instance = source.component.instance()?;
+    let http = match instance.build_request(preq, &source.info)? {
+        Ok(h) => h,
+        Err(BuildError::InvalidRequest(m)) => return Err(AttemptFailure::BuildInvalid(m)),
+        Err(BuildError::Unsupported(m)) => return Err(AttemptFailure::Unsupported(m)),
+    };
+    if !http.path.starts_with('/') {
+        return Err(fault(
+            &plugin_name,
+            "build-request",
+            format!("path `{}` does not start with `/`", http.path),
+        ));
+    }
+    let mut headers = HeaderMap::with_capacity(http.headers.len() + 1);
+    for h in &http.headers {
+        let name = HeaderName::try_from(h.name.as_str());
+        let value = HeaderValue::try_from(h.value.as_str());
+        match (name, value) {
+            (Ok(n), Ok(v)) => {
+                headers.insert(n, v);
+            }
+            _ => {
+                return Err(fault(
+                    &plugin_name,
+                    "build-request",
+                    format!("invalid header `{}`", h.name),
+                ));
+            }
+        }
+    }
+    match source.auth_header(&http.auth) {
+        Ok(Some((n, v))) => {
+            headers.insert(n, v);
+        }
+        Ok(None) => {}
+        Err(m) => return Err(fault(&plugin_name, "build-request", m)),
+    }
+    let url = format!("{}{}", source.base_url, http.path);
+
+    let (deadline, kind) = wd.next_deadline();
+    let waited = Instant::now();
+    let sent = tokio::time::timeout_at(
+        deadline,
+        inner.http.send(
+            source.settings.trust_env,
+            &http.method,
+            &url,
+            headers,
+            http.body,
+        ),
+    )
+    .await;
+    st.upstream_wait += waited.elapsed();
+    let mut resp = match sent {
+        Err(_) => return Err(timeout_failure(kind, &source.settings.name)),
+        Ok(Err(UpstreamError::Invalid(m))) => return Err(fault(&plugin_name, "build-request", m)),
+        Ok(Err(e)) => return Err(transient(e.to_string(), "network_error")),
+        Ok(Ok(r)) => r,
+    };
+
+    if !(200..300).contains(&resp.status) {
+        let waited = Instant::now();
+        let body =
+            tokio::time::timeout_at(wd.total_deadline(), resp.body.read_capped(ERROR_BODY_CAP))
+                .await;
+        st.upstream_wait += waited.elapsed();
+        let body = match body {
+            Ok(Ok(b)) => b,
+            // The status alone still classifies the failure.
+            _ => Vec::new(),
+        };
+        let headers: Vec<Header> = resp
+            .headers
+            .iter()
+            .filter_map(|(n, v)| {
+                v.to_str().ok().map(|v| Header {
+                    name: n.as_str().to_string(),
+                    value: v.to_string(),
+                })
+            })
+            .collect();
+        let classified = instance.classify_error(resp.status, &headers, &body)?;
+        let header_hint = resp
+            .headers
+            .get(reqwest::header::RETRY_AFTER)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| {
+                parse_retry_after(v, std::time::SystemTime::now(), &source.settings.name)
+            });
+        let plugin_hint = classified.retry_after_ms.map(Duration::from_millis);
+        let retry_after = match (header_hint, plugin_hint) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            (a, b) => a.or(b),
+        };
+        let short = match (classified.class, resp.status) {
+            (ErrorClass::SourceDead, _) => "source_dead",
+            (_, 429) => "rate_limited",
+            (_, 408) | (_, 504) => "timeout",
+            (_, s) if s >= 500 => "server_error",
+            (ErrorClass::RequestRejected, _) => "rejected",
+            (ErrorClass::ResultInvalid, _) => "result_invalid",
+            _ => "http_error",
+        };
+        return Err(AttemptFailure::Upstream(UpstreamFailure {
+            class: classified.class,
+            message: classified.message,
+            code: classified.code,
+            status: Some(resp.status),
+            retry_after,
+            short,
+        }));
+    }
+
+    let mut acc = Accumulator::default();
+    if !preq.stream {
+        let waited = Instant::now();
+        let body = tokio::time::timeout_at(
+            wd.total_deadline(),
+            resp.body.read_capped(RESPONSE_BODY_CAP),
+        )
+        .await;
+        st.upstream_wait += waited.elapsed();
+        let body = match body {
+            Err(_) => {
+                return Err(timeout_failure(
+                    LivenessTimeout::Total,
+                    &source.settings.name,
+                ));
+            }
+            Ok(Err(e)) => return Err(transient(e.to_string(), "network_error")),
+            Ok(Ok(b)) => b,
+        };
+        let deltas = match instance.parse_response(&body)? {
+            Ok(d) => d,
+            Err(c) => return Err(classified_failure(c)),
+        };
+        let now = Instant::now();
+        for d in &deltas {
+            if acc.apply(d) {
+                wd.on_token(now);
+            }
+        }
+        if acc.is_empty_completion() {
+            return Err(transient("empty completion", "empty_completion"));
+        }
+        let usage_source = if acc.usage.is_some() {
+            UsageSource::Measured
+        } else {
+            UsageSource::Unavailable
+        };
+        return Ok(AttemptAnswer {
+            acc,
+            usage_source,
+            salvaged: false,
+        });
+    }
+
+    // Streamed answer.
+    let mut parser = instance.into_stream_parser(&source.info)?;
+    let mut framer = SseFramer::new();
+    let mut framed = Vec::new();
+    let mut batch: Vec<SseEvent> = Vec::new();
+    let mut pending: Vec<Delta> = Vec::new();
+    loop {
+        let (deadline, kind) = wd.next_deadline();
+        let waited = Instant::now();
+        let chunk = tokio::time::timeout_at(deadline, resp.body.chunk()).await;
+        st.upstream_wait += waited.elapsed();
+        let bytes = match chunk {
+            Err(_) => return Err(timeout_failure(kind, &source.settings.name)),
+            Ok(Err(e)) => return Err(transient(e.to_string(), "broken_stream")),
+            Ok(Ok(None)) => break,
+            Ok(Ok(Some(b))) => b,
+        };
+        framer.push(&bytes, &mut framed);
+        if framed.is_empty() {
+            continue;
+        }
+        batch.extend(framed.drain(..).map(|e| SseEvent {
+            event: e.event,
+            data: e.data,
+        }));
+        let deltas = match parser.parse(&batch)? {
+            Ok(d) => d,
+            Err(c) => return Err(classified_failure(c)),
+        };
+        batch.clear();
+        handle_deltas(deltas, &mut acc, wd, st, sink, &mut pending, source).await?;
+        if acc.done {
+            break;
+        }
+    }
+    if !acc.done {
+        if let Some(tail) = framer.finish(&mut framed) {
+            framed.push(tail);
+        }
+        if !framed.is_empty() {
+            batch.extend(framed.drain(..).map(|e| SseEvent {
+                event: e.event,
+                data: e.data,
+            }));
+            let deltas = match parser.parse(&batch)? {
+                Ok(d) => d,
+                Err(c) => return Err(classified_failure(c)),
+            };
+            handle_deltas(deltas, &mut acc, wd, st, sink, &mut pending, source).await?;
+        }
+    }
+    let rest = parser.finish()?;
+    handle_deltas(rest, &mut acc, wd, st, sink, &mut pending, source).await?;
+    drop(parser);
+
+    let mut salvaged = false;
+    if !acc.done {
+        if acc.is_empty_completion() {
+            return Err(transient(
+                "stream ended before any answer (early EOF)",
+                "broken_stream",
+            ));
+        }
+        match source.settings.missing_done {
+            MissingDone::Retry => {
+                return Err(transient("stream ended without [DONE]", "broken_stream"));
+            }
+            MissingDone::Salvage => salvaged = true,
+        }
+    }
+    if acc.is_empty_completion() {
+        return Err(transient("empty completion", "empty_completion"));
+    }
+    // Whatever is still pending (e.g. only a role delta before a tool call) goes out now.
+    if !pending.is_empty() {
+        sink.commit(st, source, &acc, &mut pending).await?;
+    }
+    let usage_source = match (&acc.usage, salvaged) {
+        (None, _) => UsageSource::Unavailable,
+        (Some(_), false) => UsageSource::Measured,
+        (Some(_), true) => UsageSource::Estimated,
+    };
+    Ok(AttemptAnswer {
+        acc,
+        usage_source,
+        salvaged,
+    })
+}
+
+fn classified_failure(c: crate::plugin::ClassifiedError) -> AttemptFailure {
+    let short = match c.class {
+        ErrorClass::SourceDead => "source_dead",
+        ErrorClass::RequestRejected => "rejected",
+        ErrorClass::ResultInvalid => "result_invalid",
+        ErrorClass::Transient => "broken_stream",
+    };
+    AttemptFailure::Upstream(UpstreamFailure {
+        class: c.class,
+        message: c.message,
+        code: c.code,
+        status: None,
+        retry_after: c.retry_after_ms.map(Duration::from_millis),
+        short,
+    })
+}
+
+async fn handle_deltas(
+    deltas: Vec<Delta>,
+    acc: &mut Accumulator,
+    wd: &mut Watchdog,
+    st: &mut CallState,
+    sink: &mut Sink,
+    pending: &mut Vec<Delta>,
+    source: &SourceRuntime,
+) -> Result<(), SinkClosed> {
+    if deltas.is_empty() {
+        return Ok(());
+    }
+    let now = Instant::now();
+    for d in deltas {
+        let token = acc.apply(&d);
+        if token {
+            wd.on_token(now);
+        }
+        let forward = matches!(
+            d,
+            Delta::Role(_)
+                | Delta::Content(_)
+                | Delta::Reasoning(_)
+                | Delta::ToolCall(_)
+                | Delta::Finish(_)
+        );
+        if !forward || !sink.forwards() {
+            continue;
+        }
+        if st.committed {
+            sink.send_delta(d).await?;
+        } else {
+            pending.push(d);
+            if token {
+                sink.commit(st, source, acc, pending).await?;
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,338 @@
+//! `Gateway`: the embedded API. Built from `Settings` (or the environment), it owns the plugin
+//! engine, the loaded provider components, the HTTP clients and the telemetry recorder, and
+//! runs calls through the pipeline.
+
+use std::sync::Arc;
+
+use futures_util::Stream;
+use reqwest::header::{HeaderName, HeaderValue};
+use tokio::sync::mpsc;
+
+use crate::config::{PluginRef, ScopeSettings, Settings, SourceSettings, TelemetryBackend};
+use crate::error::GatewayError;
+use crate::governance::{RoundRobin, SourceSelector};
+use crate::plugin::{
+    PluginEngine, PluginError, PluginLimits, ProviderComponent, SourceInfo, builtin_provider_bytes,
+};
+use crate::telemetry::{NoopRecorder, SharedRecorder, SqliteRecorder};
+use crate::transport::HttpClients;
+
+use super::request::ChatRequest;
+use super::response::ChatResponse;
+use super::retry::{CallEvent, Sink, run_call};
+
+/// Why the gateway could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error(transparent)]
+    Config(#[from] crate::config::ConfigError),
+    #[error(transparent)]
+    Plugin(#[from] PluginError),
+    #[error("telemetry: {0}")]
+    Telemetry(String),
+    #[error("{0}")]
+    Transport(String),
+    #[error("{key}: {message}")]
+    Source { key: String, message: String },
+}
+
+/// A source ready to serve: its settings, provider component and precomputed values.
+pub(crate) struct SourceRuntime {
+    pub settings: SourceSettings,
+    pub component: Arc<ProviderComponent>,
+    /// What the plugin sees of the source (no credential).
+    pub info: SourceInfo,
+    /// The full base URL without a trailing slash.
+    pub base_url: String,
+}
+
+impl SourceRuntime {
+    /// The credential header for an auth scheme, if the source has a key.
+    pub(crate) fn auth_header(
+        &self,
+        scheme: &crate::plugin::AuthScheme,
+    ) -> Result<Option<(HeaderName, HeaderValue)>, String> {
+        use crate::plugin::AuthScheme;
+        let Some(key) = &self.settings.api_key else {
+            return Ok(None);
+        };
+        let mut value = match scheme {
+            AuthScheme::None => return Ok(None),
+            AuthScheme::Bearer => HeaderValue::try_from(format!("Bearer {key}")),
+            AuthScheme::Header(_) => HeaderValue::try_from(key.as_str()),
+        }
+        .map_err(|_| "API_KEY contains characters not allowed in a header".to_string())?;
+        value.set_sensitive(true);
+        let name = match scheme {
+            AuthScheme::Header(h) => HeaderName::try_from(h.as_str())
+                .map_err(|_| format!("plugin asked for an invalid auth header name `{h}`"))?,
+            _ => reqwest::header::AUTHORIZATION,
+        };
+        Ok(Some((name, value)))
+    }
+}
+
+/// A scope ready to serve.
+pub(crate) struct ScopeRuntime {
+    pub settings: ScopeSettings,
+    pub sources: Vec<SourceRuntime>,
+    pub selector: Box<dyn SourceSelector>,
+}
+
+pub(crate) struct Inner {
+    pub settings: Settings,
+    pub scopes: Vec<ScopeRuntime>,
+    pub http: HttpClients,
+    pub recorder: SharedRecorder,
+    pub _engine: PluginEngine,
+}
+
+/// The gateway. Cheap to clone; share one per process.
+#[derive(Clone)]
+pub struct Gateway {
+    pub(crate) inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Gateway {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Gateway")
+            .field("scopes", &self.inner.settings.scopes.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Gateway {
+    /// Read `.env` and the environment (DESIGN §5) and start.
+    pub async fn from_env() -> Result<Self, StartError> {
+        crate::config::load_dotenv()?;
+        let settings = crate::config::settings_from_env()?;
+        Self::from_settings(settings).await
+    }
+
+    /// Start from explicit settings: load plugins, open telemetry, build clients.
+    pub async fn from_settings(settings: Settings) -> Result<Self, StartError> {
+        let limits = PluginLimits {
+            call_timeout: settings.process.plugin_timeout,
+            memory_bytes: settings.process.plugin_memory_bytes,
+        };
+        let engine = PluginEngine::new(limits, settings.process.plugin_cache_dir.clone())?;
+        let mut loaded: Vec<(PluginRef, Arc<ProviderComponent>)> = Vec::new();
+        let mut scopes = Vec::new();
+        for scope in &settings.scopes {
+            let mut sources = Vec::new();
+            for s in &scope.sources {
+                if let (Some(pin), PluginRef::File(path)) = (&s.plugin_sha256, &s.plugin) {
+                    check_pin(scope, s, path, pin)?;
+                }
+                let component = match loaded.iter().find(|(r, _)| *r == s.plugin) {
+                    Some((_, c)) => c.clone(),
+                    None => {
+                        let c = load_provider(&engine, scope, s)?;
+                        loaded.push((s.plugin.clone(), c.clone()));
+                        c
+                    }
+                };
+                let extra = serde_json::Value::Object(s.extra_body.clone()).to_string();
+                sources.push(SourceRuntime {
+                    info: SourceInfo {
+                        model: s.model.clone(),
+                        base_url: s.base_url.clone(),
+                        enable_thinking: s.enable_thinking,
+                        extra_body_json: extra,
+                    },
+                    base_url: s.base_url.clone(),
+                    component,
+                    settings: s.clone(),
+                });
+            }
+            scopes.push(ScopeRuntime {
+                settings: scope.clone(),
+                sources,
+                selector: Box::new(RoundRobin::default()),
+            });
+        }
+        let recorder: SharedRecorder = match &settings.process.telemetry {
+            TelemetryBackend::None => Arc::new(NoopRecorder::default()),
+            TelemetryBackend::Sqlite { path } => Arc::new(
+                SqliteRecorder::open(path)
+                    .await
+                    .map_err(|e| StartError::Telemetry(format!("{}: {e}", path.display())))?,
+            ),
+            TelemetryBackend::Postgres { .. } => {
+                return Err(StartError::Telemetry(
+                    "PGW_TELEMETRY_BACKEND=postgres is not available in this build yet".into(),
+                ));
+            }
+        };
+        let http = HttpClients::new().map_err(|e| StartError::Transport(e.to_string()))?;
+        Ok(Self {
+            inner: Arc::new(Inner {
+                settings,
+                scopes,
+                http,
+                recorder,
+                _engine: engine,
+            }),
+        })
+    }
+
+    /// The settings the gateway runs on.
+    pub fn settings(&self) -> &Settings {
+        &self.inner.settings
+    }
+
+    /// Telemetry status (for `/healthz`).
+    pub fn telemetry_status(&self) -> crate::telemetry::RecorderStatus {
+        self.inner.recorder.status()
+    }
+
+    /// A JSON snapshot for `/healthz`: scopes, sources, plugins, telemetry.
+    pub fn health(&self) -> serde_json::Value {
+        use serde_json::json;
+        let scopes: serde_json::Map<String, serde_json::Value> = self
+            .inner
+            .scopes
+            .iter()
+            .map(|s| {
+                let sources: Vec<_> = s
+                    .sources
+                    .iter()
+                    .map(|src| {
+                        json!({
+                            "name": &*src.settings.name,
+                            "provider": &*src.settings.provider,
+                            "model": src.settings.model,
+                            "plugin": src.component.info().name,
+                            "plugin_origin": src.component.origin(),
+                            "idle_instances": src.component.idle_instances(),
+                        })
+                    })
+                    .collect();
+                (
+                    s.settings.name.to_string(),
+                    json!({ "aliases": s.settings.aliases, "sources": sources }),
+                )
+            })
+            .collect();
+        json!({
+            "status": "ok",
+            "scopes": scopes,
+            "telemetry": self.inner.recorder.status(),
+        })
+    }
+
+    /// Run one call to its end and return the whole answer.
+    pub async fn chat(&self, req: ChatRequest) -> Result<ChatResponse, GatewayError> {
+        req.validate()?;
+        let mut sink = Sink::Collect;
+        run_call(self.inner.clone(), req, &mut sink).await
+    }
+
+    /// Run one call as a stream of events: `Start` when the first token is ready (failover
+    /// is free until then), then deltas, then `End` with the whole answer. A failure before
+    /// `Start` is the stream's only item; a failure after it is its last item, and the answer
+    /// must then be treated as incomplete. Dropping the stream cancels the call.
+    pub fn chat_stream(
+        &self,
+        req: ChatRequest,
+    ) -> impl Stream<Item = CallEvent> + Send + 'static + use<> {
+        let (tx, rx) = mpsc::channel::<CallEvent>(64);
+        let inner = self.inner.clone();
+        let task = tokio::spawn(async move {
+            if let Err(e) = req.validate() {
+                let _ = tx.send(CallEvent::Failed(e)).await;
+                return;
+            }
+            let mut sink = Sink::Channel(tx.clone());
+            if let Err(e) = run_call(inner, req, &mut sink).await {
+                let _ = tx.send(CallEvent::Failed(e)).await;
+            }
+        });
+        CallStream {
+            rx,
+            _guard: AbortOnDrop(task),
+        }
+    }
+}
+
+fn load_provider(
+    engine: &PluginEngine,
+    scope: &ScopeSettings,
+    s: &SourceSettings,
+) -> Result<Arc<ProviderComponent>, StartError> {
+    match &s.plugin {
+        PluginRef::FirstParty(fp) => Ok(ProviderComponent::load(
+            engine,
+            &format!("builtin:{}", fp.name()),
+            builtin_provider_bytes(*fp),
+        )?),
+        PluginRef::File(path) => {
+            let bytes = std::fs::read(path).map_err(|e| StartError::Source {
+                key: format!(
+                    "{}__{}__{}__PLUGIN",
+                    scope.name,
+                    s.provider.to_ascii_uppercase(),
+                    s.index
+                ),
+                message: format!("cannot read {}: {e}", path.display()),
+            })?;
+            Ok(ProviderComponent::load(
+                engine,
+                &path.display().to_string(),
+                &bytes,
+            )?)
+        }
+    }
+}
+
+fn check_pin(
+    scope: &ScopeSettings,
+    s: &SourceSettings,
+    path: &std::path::Path,
+    pin: &str,
+) -> Result<(), StartError> {
+    use sha2::Digest;
+    let bytes = std::fs::read(path).map_err(|e| StartError::Source {
+        key: format!(
+            "{}__{}__{}__PLUGIN",
+            scope.name,
+            s.provider.to_ascii_uppercase(),
+            s.index
+        ),
+        message: format!("cannot read {}: {e}", path.display()),
+    })?;
+    let actual = hex::encode(sha2::Sha256::digest(&bytes));
+    if actual != pin {
+        return Err(PluginError::Checksum {
+            origin: path.display().to_string(),
+            expected: pin.to_string(),
+            actual,
+        }
+        .into());
+    }
+    Ok(())
+}
+
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// The stream returned by `chat_stream`; dropping it aborts the call's task.
+struct CallStream {
+    rx: mpsc::Receiver<CallEvent>,
+    _guard: AbortOnDrop,
+}
+
+impl Stream for CallStream {
+    type Item = CallEvent;
+    fn poll_next(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<CallEvent>> {
+        self.rx.poll_recv(cx)
+    }
+}

@@ -1,0 +1,13 @@
+//! The call pipeline (DESIGN §3): telemetry → deadline → retry loop → attempt. Later layers
+//! (cache, structured output) slot in between without touching the loop.
+
+mod attempt;
+mod gateway;
+mod request;
+mod response;
+mod retry;
+
+pub use gateway::{Gateway, StartError};
+pub use request::ChatRequest;
+pub use response::{Accumulator, ChatResponse, TokenUsage, ToolCall};
+pub use retry::{CallEvent, StreamStart};

@@ -1,0 +1,300 @@
+//! The chat request as the gateway takes it: built by the embedded API or validated from an
+//! OpenAI `/v1/chat/completions` body, with every field error naming its field.
+
+use std::time::Duration;
+
+use serde_json::{Map, Value};
+
+use crate::error::GatewayError;
+
+/// One chat call.
+#[derive(Debug, Clone)]
+pub struct ChatRequest {
+    /// Scope alias (the OpenAI `model` field).
+    pub model: String,
+    /// The OpenAI `messages` array.
+    pub messages: Vec<Value>,
+    /// Sampling and tool parameters passed through to the provider (temperature, top_p,
+    /// seed, max_tokens, stop, tools, tool_choice, response_format, …).
+    pub overlay: Map<String, Value>,
+    /// Stream from the upstream (and to the proxy's client).
+    pub stream: bool,
+    /// The client asked for `stream_options.include_usage`.
+    pub include_usage: bool,
+    /// `x-pgw-session-id`.
+    pub session_id: Option<String>,
+    /// `x-pgw-parent-call-id`.
+    pub parent_call_id: Option<String>,
+    /// Per-call deadline (`x-pgw-call-deadline-s`), overriding the scope's.
+    pub call_deadline: Option<Duration>,
+}
+
+impl ChatRequest {
+    /// A streamed request for `model` (a scope alias) with these messages.
+    pub fn new(model: impl Into<String>, messages: Vec<Value>) -> Self {
+        Self {
+            model: model.into(),
+            messages,
+            overlay: Map::new(),
+            stream: true,
+            include_usage: true,
+            session_id: None,
+            parent_call_id: None,
+            call_deadline: None,
+        }
+    }
+
+    /// A request with one user message.
+    pub fn user(model: impl Into<String>, text: impl Into<String>) -> Self {
+        Self::new(
+            model,
+            vec![serde_json::json!({"role": "user", "content": text.into()})],
+        )
+    }
+
+    /// Validate an OpenAI chat-completions body. Unknown fields pass through to the provider.
+    pub fn from_openai_body(body: &[u8]) -> Result<Self, GatewayError> {
+        let value: Value =
+            serde_json::from_slice(body).map_err(|e| GatewayError::InvalidRequest {
+                param: None,
+                message: format!("request body is not valid JSON: {e}"),
+            })?;
+        let Value::Object(mut map) = value else {
+            return Err(GatewayError::InvalidRequest {
+                param: None,
+                message: "request body must be a JSON object".into(),
+            });
+        };
+        let model = match map.remove("model") {
+            Some(Value::String(s)) if !s.is_empty() => s,
+            Some(_) => {
+                return Err(GatewayError::invalid(
+                    "model",
+                    "`model` must be a non-empty string",
+                ));
+            }
+            None => return Err(GatewayError::invalid("model", "`model` is required")),
+        };
+        let messages = match map.remove("messages") {
+            Some(Value::Array(a)) => a,
+            Some(_) => {
+                return Err(GatewayError::invalid(
+                    "messages",
+                    "`messages` must be an array",
+                ));
+            }
+            None => return Err(GatewayError::invalid("messages", "`messages` is required")),
+        };
+        let stream = match map.remove("stream") {
+            None | Some(Value::Null) => false,
+            Some(Value::Bool(b)) => b,
+            Some(_) => {
+                return Err(GatewayError::invalid(
+                    "stream",
+                    "`stream` must be a boolean",
+                ));
+            }
+        };
+        let include_usage = match map.remove("stream_options") {
+            None | Some(Value::Null) => false,
+            Some(Value::Object(o)) => match o.get("include_usage") {
+                None | Some(Value::Null) => false,
+                Some(Value::Bool(b)) => *b,
+                Some(_) => {
+                    return Err(GatewayError::invalid(
+                        "stream_options.include_usage",
+                        "`stream_options.include_usage` must be a boolean",
+                    ));
+                }
+            },
+            Some(_) => {
+                return Err(GatewayError::invalid(
+                    "stream_options",
+                    "`stream_options` must be an object",
+                ));
+            }
+        };
+        if !stream && include_usage {
+            return Err(GatewayError::invalid(
+                "stream_options",
+                "`stream_options` is only allowed when `stream` is true",
+            ));
+        }
+        let req = Self {
+            model,
+            messages,
+            overlay: map,
+            stream,
+            include_usage,
+            session_id: None,
+            parent_call_id: None,
+            call_deadline: None,
+        };
+        req.validate()?;
+        Ok(req)
+    }
+
+    /// Check messages and the known sampling fields; the error names the field.
+    pub fn validate(&self) -> Result<(), GatewayError> {
+        if self.messages.is_empty() {
+            return Err(GatewayError::invalid(
+                "messages",
+                "`messages` must not be empty",
+            ));
+        }
+        for (i, m) in self.messages.iter().enumerate() {
+            let Value::Object(o) = m else {
+                return Err(GatewayError::invalid(
+                    format!("messages[{i}]"),
+                    format!("`messages[{i}]` must be an object"),
+                ));
+            };
+            match o.get("role") {
+                Some(Value::String(r)) if !r.is_empty() => {}
+                _ => {
+                    return Err(GatewayError::invalid(
+                        format!("messages[{i}].role"),
+                        format!("`messages[{i}].role` must be a non-empty string"),
+                    ));
+                }
+            }
+            match o.get("content") {
+                None | Some(Value::Null) | Some(Value::String(_)) | Some(Value::Array(_)) => {}
+                Some(_) => {
+                    return Err(GatewayError::invalid(
+                        format!("messages[{i}].content"),
+                        format!(
+                            "`messages[{i}].content` must be a string, an array of parts or null"
+                        ),
+                    ));
+                }
+            }
+        }
+        for key in crate::config::PROTECTED_BODY_KEYS {
+            if self.overlay.contains_key(key) {
+                return Err(GatewayError::invalid(
+                    key,
+                    format!("`{key}` cannot be set here"),
+                ));
+            }
+        }
+        for (key, v) in &self.overlay {
+            let ok = match key.as_str() {
+                "temperature" | "top_p" | "presence_penalty" | "frequency_penalty" => {
+                    v.is_null() || v.as_f64().is_some_and(f64::is_finite)
+                }
+                "max_tokens" | "max_completion_tokens" => {
+                    v.is_null() || v.as_u64().is_some_and(|n| n >= 1)
+                }
+                "seed" => v.is_null() || v.is_i64() || v.is_u64(),
+                "n" => v.is_null() || v.as_u64() == Some(1),
+                "stop" => {
+                    v.is_null()
+                        || v.is_string()
+                        || v.as_array().is_some_and(|a| a.iter().all(Value::is_string))
+                }
+                "tools" => v.is_null() || v.is_array(),
+                "tool_choice" => v.is_null() || v.is_string() || v.is_object(),
+                "response_format" => v.is_null() || v.is_object(),
+                _ => true,
+            };
+            if !ok {
+                let expected = match key.as_str() {
+                    "temperature" | "top_p" | "presence_penalty" | "frequency_penalty" => {
+                        "a finite number"
+                    }
+                    "max_tokens" | "max_completion_tokens" => "an integer ≥ 1",
+                    "seed" => "an integer",
+                    "n" => "1 (this gateway returns one choice)",
+                    "stop" => "a string or an array of strings",
+                    "tools" => "an array",
+                    "tool_choice" => "a string or an object",
+                    _ => "an object",
+                };
+                return Err(GatewayError::invalid(
+                    key,
+                    format!("`{key}` must be {expected}"),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn param(body: &str) -> Option<String> {
+        match ChatRequest::from_openai_body(body.as_bytes()) {
+            Err(GatewayError::InvalidRequest { param, .. }) => param,
+            other => Some(format!("unexpected: {other:?}")),
+        }
+    }
+
+    #[test]
+    fn field_errors_name_the_field() {
+        assert_eq!(param("{"), None);
+        assert_eq!(param("[]"), None);
+        assert_eq!(param(r#"{"messages":[]}"#).as_deref(), Some("model"));
+        assert_eq!(
+            param(r#"{"model":1,"messages":[]}"#).as_deref(),
+            Some("model")
+        );
+        assert_eq!(
+            param(r#"{"model":"m","messages":{}}"#).as_deref(),
+            Some("messages")
+        );
+        assert_eq!(
+            param(r#"{"model":"m","messages":[]}"#).as_deref(),
+            Some("messages")
+        );
+        assert_eq!(
+            param(r#"{"model":"m","messages":[{"content":"x"}]}"#).as_deref(),
+            Some("messages[0].role")
+        );
+        assert_eq!(
+            param(r#"{"model":"m","messages":[{"role":"user","content":5}]}"#).as_deref(),
+            Some("messages[0].content")
+        );
+        let ok = r#""messages":[{"role":"user","content":"hi"}]"#;
+        assert_eq!(
+            param(&format!(r#"{{"model":"m",{ok},"stream":"yes"}}"#)).as_deref(),
+            Some("stream")
+        );
+        assert_eq!(
+            param(&format!(r#"{{"model":"m",{ok},"temperature":"hot"}}"#)).as_deref(),
+            Some("temperature")
+        );
+        assert_eq!(
+            param(&format!(r#"{{"model":"m",{ok},"max_tokens":0}}"#)).as_deref(),
+            Some("max_tokens")
+        );
+        assert_eq!(
+            param(&format!(r#"{{"model":"m",{ok},"n":2}}"#)).as_deref(),
+            Some("n")
+        );
+        assert_eq!(
+            param(&format!(
+                r#"{{"model":"m",{ok},"stream":true,"stream_options":{{"include_usage":1}}}}"#
+            ))
+            .as_deref(),
+            Some("stream_options.include_usage")
+        );
+    }
+
+    #[test]
+    fn unknown_fields_pass_through() {
+        let r = ChatRequest::from_openai_body(
+            br#"{"model":"llm","messages":[{"role":"user","content":"hi"}],"stream":true,
+                "stream_options":{"include_usage":true},"temperature":0.2,"x_custom":{"a":1}}"#,
+        );
+        let r = match r {
+            Ok(r) => r,
+            Err(e) => return assert_eq!(format!("{e}"), ""),
+        };
+        assert!(r.stream && r.include_usage);
+        assert_eq!(r.overlay.len(), 2);
+        assert_eq!(r.overlay["x_custom"], serde_json::json!({"a":1}));
+    }
+}

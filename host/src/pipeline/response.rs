@@ -1,0 +1,150 @@
+//! The uniform answer of a call and the accumulator that builds it from typed deltas.
+
+use crate::plugin::{Delta, finish_reason_str};
+use crate::telemetry::UsageSource;
+
+/// Token usage of an answer (the upstream's last report).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct TokenUsage {
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+    /// Prompt tokens served from the provider's prompt cache; `None` = not reported.
+    pub cached_prompt_tokens: Option<u64>,
+    /// Reasoning tokens; `None` = not reported.
+    pub reasoning_tokens: Option<u64>,
+}
+
+/// One complete tool call of an answer.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct ToolCall {
+    pub index: u32,
+    pub id: Option<String>,
+    pub name: Option<String>,
+    /// The JSON arguments text, as the model produced it.
+    pub arguments: String,
+}
+
+/// The answer of one logical call.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct ChatResponse {
+    /// The logical call id (`x-pgw-call-id`).
+    pub call_id: String,
+    pub scope: String,
+    /// Answer text.
+    pub content: String,
+    /// Reasoning text, when the model produced any.
+    pub reasoning: Option<String>,
+    pub tool_calls: Vec<ToolCall>,
+    /// OpenAI `finish_reason`, when the upstream gave one.
+    pub finish_reason: Option<String>,
+    /// `None` when the upstream reported no usage.
+    pub usage: Option<TokenUsage>,
+    pub usage_source: UsageSource,
+    /// The configured upstream model of the source that answered.
+    pub model: String,
+    /// The model the upstream reported, if any.
+    pub model_reported: Option<String>,
+    pub source_name: String,
+    pub provider: String,
+    /// Attempts made (1 = first try).
+    pub attempts: u32,
+    /// Milliseconds from the call's start to its end.
+    pub latency_ms: u64,
+    /// Milliseconds from the answering attempt's request to its first token.
+    pub ttft_ms: Option<f64>,
+    /// Longest gap between two tokens of the answering attempt, in milliseconds.
+    pub max_inter_token_ms: Option<f64>,
+    /// The stream ended without `[DONE]` and was kept (`MISSING_DONE=salvage`).
+    pub salvaged: bool,
+    /// Microseconds the gateway itself spent on the call (upstream waits and back-off
+    /// sleeps excluded).
+    pub overhead_us: u64,
+}
+
+/// Builds an answer from deltas: text is appended, tool-call fragments joined by index,
+/// the first reported model and the last usage win.
+#[derive(Debug, Default, Clone)]
+pub struct Accumulator {
+    pub content: String,
+    pub reasoning: String,
+    pub tool_calls: Vec<ToolCall>,
+    pub finish_reason: Option<String>,
+    pub usage: Option<TokenUsage>,
+    pub model_reported: Option<String>,
+    pub done: bool,
+}
+
+impl Accumulator {
+    /// Apply one delta; returns whether it is a token for the watchdog (content, reasoning
+    /// or a tool-call fragment).
+    pub fn apply(&mut self, d: &Delta) -> bool {
+        match d {
+            Delta::Role(_) => false,
+            Delta::Content(c) => {
+                self.content.push_str(c);
+                !c.is_empty()
+            }
+            Delta::Reasoning(r) => {
+                self.reasoning.push_str(r);
+                !r.is_empty()
+            }
+            Delta::ToolCall(t) => {
+                let slot = match self.tool_calls.iter_mut().find(|c| c.index == t.index) {
+                    Some(s) => s,
+                    None => {
+                        self.tool_calls.push(ToolCall {
+                            index: t.index,
+                            id: None,
+                            name: None,
+                            arguments: String::new(),
+                        });
+                        let last = self.tool_calls.len() - 1;
+                        &mut self.tool_calls[last]
+                    }
+                };
+                if let Some(id) = &t.id {
+                    slot.id.get_or_insert_with(|| id.clone());
+                }
+                if let Some(n) = &t.name {
+                    match &mut slot.name {
+                        Some(existing) if existing != n => existing.push_str(n),
+                        Some(_) => {}
+                        None => slot.name = Some(n.clone()),
+                    }
+                }
+                if let Some(a) = &t.arguments {
+                    slot.arguments.push_str(a);
+                }
+                true
+            }
+            Delta::Finish(f) => {
+                self.finish_reason = Some(finish_reason_str(f).to_string());
+                false
+            }
+            Delta::Usage(u) => {
+                self.usage = Some(TokenUsage {
+                    prompt_tokens: u.prompt_tokens,
+                    completion_tokens: u.completion_tokens,
+                    cached_prompt_tokens: u.cached_prompt_tokens,
+                    reasoning_tokens: u.reasoning_tokens,
+                });
+                false
+            }
+            Delta::Model(m) => {
+                if self.model_reported.is_none() && !m.is_empty() {
+                    self.model_reported = Some(m.clone());
+                }
+                false
+            }
+            Delta::Done => {
+                self.done = true;
+                false
+            }
+        }
+    }
+
+    /// No answer text and no tool call: an empty completion (transient, reference §6.2).
+    pub fn is_empty_completion(&self) -> bool {
+        self.content.is_empty() && self.tool_calls.is_empty()
+    }
+}

@@ -1,0 +1,498 @@
+//! The retry loop (reference §4.4, §6, §7.2) — the only place that decides to retry. Each
+//! attempt: pick a source, run it, record its row; on failure classify and back off, switch
+//! source at once (source dead), or stop (request rejected, result invalid, plugin fault).
+//! A streamed call may fail over freely until it commits (its first token went out); after
+//! that a failure ends the stream with an in-band error, never a truncated "success".
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+use crate::error::{GatewayError, UnavailableReason};
+use crate::governance::backoff_delay;
+use crate::plugin::{Delta, ErrorClass, PluginChatRequest};
+use crate::telemetry::{CallRow, RowKind, UsageSource};
+
+use super::attempt::{self, AttemptAnswer, AttemptFailure, AttemptMetrics};
+use super::gateway::{Inner, ScopeRuntime, SourceRuntime};
+use super::request::ChatRequest;
+use super::response::{Accumulator, ChatResponse};
+
+/// What `Gateway::chat_stream` yields.
+#[derive(Debug)]
+pub enum CallEvent {
+    /// The call committed to a source: its first token is ready.
+    Start(StreamStart),
+    /// A piece of the answer (role, content, reasoning, tool-call fragment, finish).
+    Delta(Delta),
+    /// The answer is complete (usage, timings, ids).
+    End(Box<ChatResponse>),
+    /// The call failed; after `Start`, the output so far is incomplete.
+    Failed(GatewayError),
+}
+
+/// The head of a streamed answer.
+#[derive(Debug, Clone)]
+pub struct StreamStart {
+    pub call_id: String,
+    pub source_name: String,
+    /// The configured model of the source.
+    pub model: String,
+    pub model_reported: Option<String>,
+    /// Attempts made so far (1 = first try).
+    pub attempts: u32,
+    /// Microseconds the gateway itself spent before the first byte (upstream waits and
+    /// back-off sleeps excluded).
+    pub overhead_us: u64,
+    /// Unix seconds at the start of the call (the OpenAI `created`).
+    pub created: u64,
+}
+
+/// The client went away.
+#[derive(Debug)]
+pub(crate) struct SinkClosed;
+
+/// Where a call's output goes.
+pub(crate) enum Sink {
+    /// Nothing is forwarded; the answer is returned whole.
+    Collect,
+    /// Events are forwarded as they come.
+    Channel(mpsc::Sender<CallEvent>),
+}
+
+impl Sink {
+    pub(crate) fn forwards(&self) -> bool {
+        matches!(self, Sink::Channel(_))
+    }
+
+    pub(crate) async fn send_delta(&mut self, d: Delta) -> Result<(), SinkClosed> {
+        match self {
+            Sink::Collect => Ok(()),
+            Sink::Channel(tx) => tx.send(CallEvent::Delta(d)).await.map_err(|_| SinkClosed),
+        }
+    }
+
+    /// Commit the call to `source`: send `Start`, then the pending deltas.
+    pub(crate) async fn commit(
+        &mut self,
+        st: &mut CallState,
+        source: &SourceRuntime,
+        acc: &Accumulator,
+        pending: &mut Vec<Delta>,
+    ) -> Result<(), SinkClosed> {
+        let Sink::Channel(tx) = self else {
+            pending.clear();
+            return Ok(());
+        };
+        if !st.committed {
+            st.committed = true;
+            let start = StreamStart {
+                call_id: st.call_id.clone(),
+                source_name: source.settings.name.to_string(),
+                model: source.settings.model.clone(),
+                model_reported: acc.model_reported.clone(),
+                attempts: st.attempts,
+                overhead_us: st.overhead().as_micros() as u64,
+                created: st.created_unix,
+            };
+            tx.send(CallEvent::Start(start))
+                .await
+                .map_err(|_| SinkClosed)?;
+        }
+        for d in pending.drain(..) {
+            tx.send(CallEvent::Delta(d)).await.map_err(|_| SinkClosed)?;
+        }
+        Ok(())
+    }
+}
+
+/// Per-call bookkeeping shared by the loop and its attempts.
+pub(crate) struct CallState {
+    pub call_id: String,
+    pub started: Instant,
+    pub created_unix: u64,
+    pub created_at_ms: i64,
+    pub attempts: u32,
+    pub committed: bool,
+    /// Time spent waiting on the upstream (excluded from the overhead).
+    pub upstream_wait: Duration,
+    /// Time spent in back-off sleeps (excluded from the overhead).
+    pub sleeping: Duration,
+    pub last_source: Option<usize>,
+}
+
+impl CallState {
+    fn new() -> Self {
+        let now = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .unwrap_or_default();
+        Self {
+            call_id: uuid::Uuid::now_v7().to_string(),
+            started: Instant::now(),
+            created_unix: now.as_secs(),
+            created_at_ms: now.as_millis() as i64,
+            attempts: 0,
+            committed: false,
+            upstream_wait: Duration::ZERO,
+            sleeping: Duration::ZERO,
+            last_source: None,
+        }
+    }
+
+    /// Time the gateway itself spent so far.
+    pub(crate) fn overhead(&self) -> Duration {
+        self.started
+            .elapsed()
+            .saturating_sub(self.upstream_wait)
+            .saturating_sub(self.sleeping)
+    }
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+/// Run one logical call: deadline, retry loop, terminal telemetry row, and the `End` event.
+pub(crate) async fn run_call(
+    inner: Arc<Inner>,
+    req: ChatRequest,
+    sink: &mut Sink,
+) -> Result<ChatResponse, GatewayError> {
+    let Some(scope) = inner
+        .scopes
+        .iter()
+        .find(|s| s.settings.aliases.iter().any(|a| *a == req.model))
+    else {
+        let known: Vec<&str> = inner
+            .scopes
+            .iter()
+            .flat_map(|s| s.settings.aliases.iter().map(String::as_str))
+            .collect();
+        return Err(GatewayError::ModelNotFound {
+            model: req.model.clone(),
+            known: known.join(", "),
+        });
+    };
+    let mut st = CallState::new();
+    let deadline = req.call_deadline.or(scope.settings.call_deadline);
+    let result = match deadline {
+        Some(d) => {
+            match tokio::time::timeout(d, retry_loop(&inner, scope, &req, &mut st, sink)).await {
+                Ok(r) => r,
+                Err(_) => Err(GatewayError::DeadlineExceeded {
+                    deadline_s: d.as_secs_f64(),
+                }),
+            }
+        }
+        None => retry_loop(&inner, scope, &req, &mut st, sink).await,
+    };
+    let latency = st.started.elapsed();
+    let row = match &result {
+        Ok(r) => CallRow {
+            call_id: st.call_id.clone(),
+            logical_call_id: st.call_id.clone(),
+            parent_call_id: req.parent_call_id.clone(),
+            session_id: req.session_id.clone(),
+            kind: RowKind::TerminalSuccess,
+            scope: scope.settings.name.to_string(),
+            source_name: Some(r.source_name.clone()),
+            provider: Some(r.provider.clone()),
+            model: Some(r.model.clone()),
+            model_reported: r.model_reported.clone(),
+            error_type: None,
+            error: None,
+            prompt_tokens: r.usage.map(|u| u.prompt_tokens),
+            completion_tokens: r.usage.map(|u| u.completion_tokens),
+            cached_prompt_tokens: r.usage.and_then(|u| u.cached_prompt_tokens),
+            reasoning_tokens: r.usage.and_then(|u| u.reasoning_tokens),
+            usage_source: r.usage_source,
+            latency_ms: latency.as_millis() as u64,
+            ttft_ms: r.ttft_ms,
+            max_inter_token_ms: r.max_inter_token_ms,
+            attempts: Some(st.attempts),
+            created_at_ms: st.created_at_ms,
+        },
+        Err(e) => {
+            let last = st.last_source.and_then(|i| scope.sources.get(i));
+            CallRow {
+                call_id: st.call_id.clone(),
+                logical_call_id: st.call_id.clone(),
+                parent_call_id: req.parent_call_id.clone(),
+                session_id: req.session_id.clone(),
+                kind: RowKind::TerminalFailure,
+                scope: scope.settings.name.to_string(),
+                source_name: last.map(|s| s.settings.name.to_string()),
+                provider: last.map(|s| s.settings.provider.to_string()),
+                model: last.map(|s| s.settings.model.clone()),
+                model_reported: None,
+                error_type: Some(e.kind().to_string()),
+                error: Some(e.to_string()),
+                prompt_tokens: None,
+                completion_tokens: None,
+                cached_prompt_tokens: None,
+                reasoning_tokens: None,
+                usage_source: UsageSource::Unavailable,
+                latency_ms: latency.as_millis() as u64,
+                ttft_ms: None,
+                max_inter_token_ms: None,
+                attempts: Some(st.attempts),
+                created_at_ms: st.created_at_ms,
+            }
+        }
+    };
+    inner.recorder.record(row);
+    if let (Ok(r), Sink::Channel(tx)) = (&result, &*sink) {
+        let _ = tx.send(CallEvent::End(Box::new(r.clone()))).await;
+    }
+    result
+}
+
+async fn retry_loop(
+    inner: &Inner,
+    scope: &ScopeRuntime,
+    req: &ChatRequest,
+    st: &mut CallState,
+    sink: &mut Sink,
+) -> Result<ChatResponse, GatewayError> {
+    let preq = PluginChatRequest {
+        messages_json: serde_json::to_string(&req.messages)
+            .map_err(|e| GatewayError::invalid("messages", e.to_string()))?,
+        overlay_json: serde_json::to_string(&req.overlay)
+            .map_err(|e| GatewayError::invalid("overlay", e.to_string()))?,
+        stream: req.stream,
+        prefill: None,
+    };
+    let retry = scope.settings.retry;
+    let n = scope.sources.len();
+    let mut skipped = vec![false; n];
+    let mut per_source: BTreeMap<String, String> = BTreeMap::new();
+    let mut backoffs: u32 = 0;
+    let mut last_message = String::from("no attempt was made");
+    let mut last_retry_after: Option<Duration> = None;
+    loop {
+        let available: Vec<usize> = (0..n).filter(|&i| !skipped[i]).collect();
+        if available.is_empty() {
+            return Err(GatewayError::ScopeUnavailable {
+                scope: scope.settings.name.to_string(),
+                reason: UnavailableReason::NoSources,
+                retry_after_s: 0.0,
+                per_source_reasons: per_source,
+                message: format!("no source can serve this call; last error: {last_message}"),
+            });
+        }
+        if st.attempts >= retry.max_attempts {
+            return Err(GatewayError::ScopeUnavailable {
+                scope: scope.settings.name.to_string(),
+                reason: UnavailableReason::RetryExhausted,
+                retry_after_s: last_retry_after.map(|d| d.as_secs_f64()).unwrap_or(0.0),
+                per_source_reasons: per_source,
+                message: format!(
+                    "{} attempts failed; last error: {last_message}",
+                    st.attempts
+                ),
+            });
+        }
+        let idx = scope.selector.pick(&available, st.last_source);
+        let Some(source) = scope.sources.get(idx) else {
+            return Err(GatewayError::Internal(format!(
+                "selector picked source #{idx} of {n}"
+            )));
+        };
+        st.last_source = Some(idx);
+        st.attempts += 1;
+        let attempt_id = uuid::Uuid::now_v7().to_string();
+        let (outcome, metrics) = attempt::run(inner, source, &preq, st, sink).await;
+        inner.recorder.record(attempt_row(
+            &attempt_id,
+            scope,
+            source,
+            req,
+            st,
+            &outcome,
+            &metrics,
+        ));
+        let failure = match outcome {
+            Ok(answer) => return Ok(response(scope, source, st, answer, metrics)),
+            Err(f) => f,
+        };
+        let name = source.settings.name.to_string();
+        let up = match failure {
+            AttemptFailure::SinkClosed => {
+                return Err(GatewayError::Internal("the client went away".into()));
+            }
+            AttemptFailure::Plugin(e) => {
+                return Err(GatewayError::PluginFault {
+                    plugin: source.component.info().name.clone(),
+                    message: e.to_string(),
+                });
+            }
+            AttemptFailure::BuildInvalid(m) => {
+                return Err(GatewayError::InvalidRequest {
+                    param: None,
+                    message: format!("{name}: {m}"),
+                });
+            }
+            AttemptFailure::Unsupported(m) => {
+                per_source.insert(name, "unsupported".into());
+                last_message = m;
+                skipped[idx] = true;
+                continue;
+            }
+            AttemptFailure::Upstream(u) => u,
+        };
+        per_source.insert(name.clone(), up.short.to_string());
+        last_message = format!("{name}: {}", up.message);
+        if st.committed {
+            return Err(GatewayError::StreamInterrupted {
+                source_name: name,
+                message: up.message,
+            });
+        }
+        match up.class {
+            ErrorClass::RequestRejected => {
+                return Err(GatewayError::UpstreamRejected {
+                    source_name: name,
+                    status: up.status.unwrap_or(400),
+                    message: up.message,
+                    code: up.code,
+                });
+            }
+            ErrorClass::ResultInvalid => {
+                return Err(GatewayError::ResultInvalid {
+                    source_name: name,
+                    message: up.message,
+                });
+            }
+            ErrorClass::SourceDead => {
+                // Switch at once, no back-off; this source is out for the rest of the call.
+                skipped[idx] = true;
+                tracing::warn!(source = %name, scope = %scope.settings.name, "source dead: {}", up.message);
+            }
+            ErrorClass::Transient => {
+                last_retry_after = up.retry_after;
+                if st.attempts >= retry.max_attempts {
+                    continue; // reported as retry_exhausted at the top of the loop
+                }
+                let delay = backoff_delay(
+                    retry.base_delay,
+                    retry.max_delay,
+                    backoffs,
+                    rand::random::<f64>(),
+                    up.retry_after,
+                );
+                backoffs += 1;
+                tracing::debug!(source = %name, ?delay, "transient failure, backing off: {}", up.message);
+                let slept = Instant::now();
+                tokio::time::sleep(delay).await;
+                st.sleeping += slept.elapsed();
+            }
+        }
+    }
+}
+
+fn response(
+    scope: &ScopeRuntime,
+    source: &SourceRuntime,
+    st: &CallState,
+    answer: AttemptAnswer,
+    metrics: AttemptMetrics,
+) -> ChatResponse {
+    let acc = answer.acc;
+    ChatResponse {
+        call_id: st.call_id.clone(),
+        scope: scope.settings.name.to_string(),
+        content: acc.content,
+        reasoning: (!acc.reasoning.is_empty()).then_some(acc.reasoning),
+        tool_calls: acc.tool_calls,
+        finish_reason: acc.finish_reason,
+        usage: acc.usage,
+        usage_source: answer.usage_source,
+        model: source.settings.model.clone(),
+        model_reported: acc.model_reported,
+        source_name: source.settings.name.to_string(),
+        provider: source.settings.provider.to_string(),
+        attempts: st.attempts,
+        latency_ms: st.started.elapsed().as_millis() as u64,
+        ttft_ms: metrics.ttft.map(ms),
+        max_inter_token_ms: metrics.max_inter_token.map(ms),
+        salvaged: answer.salvaged,
+        overhead_us: st.overhead().as_micros() as u64,
+    }
+}
+
+fn attempt_row(
+    attempt_id: &str,
+    scope: &ScopeRuntime,
+    source: &SourceRuntime,
+    req: &ChatRequest,
+    st: &CallState,
+    outcome: &Result<AttemptAnswer, AttemptFailure>,
+    metrics: &AttemptMetrics,
+) -> CallRow {
+    let (error_type, error, usage, usage_source, model_reported) = match outcome {
+        Ok(a) => (
+            None,
+            None,
+            a.acc.usage,
+            a.usage_source,
+            a.acc.model_reported.clone(),
+        ),
+        Err(f) => {
+            let (t, m) = match f {
+                AttemptFailure::Upstream(u) => (
+                    match u.class {
+                        ErrorClass::Transient => "transient",
+                        ErrorClass::SourceDead => "source_dead",
+                        ErrorClass::RequestRejected => "request_rejected",
+                        ErrorClass::ResultInvalid => "result_invalid",
+                    },
+                    match u.status {
+                        Some(s) => format!("HTTP {s}: {}", u.message),
+                        None => u.message.clone(),
+                    },
+                ),
+                AttemptFailure::Plugin(e) => ("plugin_fault", e.to_string()),
+                AttemptFailure::BuildInvalid(m) => ("invalid_request", m.clone()),
+                AttemptFailure::Unsupported(m) => ("unsupported", m.clone()),
+                AttemptFailure::SinkClosed => ("cancelled", "the client went away".into()),
+            };
+            (
+                Some(t.to_string()),
+                Some(m),
+                None,
+                UsageSource::Unavailable,
+                None,
+            )
+        }
+    };
+    CallRow {
+        call_id: attempt_id.to_string(),
+        logical_call_id: st.call_id.clone(),
+        parent_call_id: req.parent_call_id.clone(),
+        session_id: req.session_id.clone(),
+        kind: RowKind::Attempt,
+        scope: scope.settings.name.to_string(),
+        source_name: Some(source.settings.name.to_string()),
+        provider: Some(source.settings.provider.to_string()),
+        model: Some(source.settings.model.clone()),
+        model_reported,
+        error_type,
+        error,
+        prompt_tokens: usage.map(|u| u.prompt_tokens),
+        completion_tokens: usage.map(|u| u.completion_tokens),
+        cached_prompt_tokens: usage.and_then(|u| u.cached_prompt_tokens),
+        reasoning_tokens: usage.and_then(|u| u.reasoning_tokens),
+        usage_source,
+        latency_ms: metrics.latency.as_millis() as u64,
+        ttft_ms: metrics.ttft.map(ms),
+        max_inter_token_ms: metrics.max_inter_token.map(ms),
+        attempts: None,
+        created_at_ms: SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map(|d| d.as_millis() as i64)
+            .unwrap_or(0),
+    }
+}

@@ -1,0 +1,26 @@
+//! The wasmtime runtime for plugin components: one `Engine`, one pre-instantiated component
+//! per plugin, pools of warm instances, and the typed, sandboxed calls the host makes.
+//!
+//! **Architecture invariant:** a plugin never sees a credential, a clock, a socket, a file
+//! or the environment; every call runs under an epoch deadline and a memory cap, and a trap
+//! fails only that call (`PluginError::Fault`) and discards only that instance.
+
+mod builtin;
+mod engine;
+mod error;
+mod provider;
+mod state;
+mod wire;
+
+pub use builtin::builtin_provider_bytes;
+pub use engine::{PluginEngine, PluginLimits};
+pub use error::PluginError;
+pub use provider::{ProviderComponent, ProviderInstance, StreamParser};
+pub use wire::{
+    AuthScheme, BuildError, Capabilities, ChatRequest as PluginChatRequest, ClassifiedError, Delta,
+    ErrorClass, FinishReason, Header, HttpRequest, PluginInfo, SourceInfo, SseEvent, ThinkingStyle,
+    ToolCallDelta, Usage, delta_to_json, finish_reason_str,
+};
+
+/// Contract versions of `polygateway:plugin` this host can load.
+pub const SUPPORTED_CONTRACT_VERSIONS: &[&str] = &["0.1.0"];

@@ -1,0 +1,306 @@
+//! Provider components: load (compile, version check, pre-instantiate, `describe`), a pool of
+//! warm instances reused across calls, and sandboxed calls. A stream parser holds its instance
+//! for one attempt and gives it back to the pool when dropped.
+
+use std::sync::Arc;
+
+use crossbeam_queue::ArrayQueue;
+use wasmtime::Store;
+use wasmtime::component::ResourceAny;
+
+use super::engine::PluginEngine;
+use super::error::PluginError;
+use super::state::HostState;
+use super::wire::{
+    BuildError, ChatRequest, ClassifiedError, Delta, Header, HttpRequest, PluginInfo, ProviderPre,
+    SourceInfo, SseEvent,
+};
+
+/// Most idle warm instances kept per component; more are created under load and dropped
+/// when they come back to a full pool.
+const POOL_CAPACITY: usize = 512;
+
+type Bindings = super::wire::Provider;
+
+struct Warm {
+    store: Store<HostState>,
+    bindings: Bindings,
+}
+
+/// A loaded provider component.
+pub struct ProviderComponent {
+    origin: String,
+    info: PluginInfo,
+    engine: PluginEngine,
+    pre: ProviderPre<HostState>,
+    pool: ArrayQueue<Box<Warm>>,
+}
+
+impl std::fmt::Debug for ProviderComponent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ProviderComponent")
+            .field("origin", &self.origin)
+            .field("name", &self.info.name)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ProviderComponent {
+    /// Compile and check a provider component. `origin` names it in errors (a path or
+    /// `builtin:openai`). Fails on a wrong contract version, a missing export, a trap in
+    /// `describe`, or a `describe` whose contract version disagrees with the export.
+    pub fn load(
+        engine: &PluginEngine,
+        origin: &str,
+        bytes: &[u8],
+    ) -> Result<Arc<Self>, PluginError> {
+        let component = engine.compile(origin, bytes)?;
+        let version = engine.check_version(origin, &component, "chat-provider")?;
+        let load_err = |message: String| PluginError::Load {
+            origin: origin.to_string(),
+            message,
+        };
+        let instance_pre = engine
+            .linker
+            .instantiate_pre(&component)
+            .map_err(|e| load_err(format!("{e:#}")))?;
+        let pre = ProviderPre::new(instance_pre).map_err(|e| load_err(format!("{e:#}")))?;
+        let mut warm = instantiate(engine, &pre).map_err(|e| load_err(format!("{e:#}")))?;
+        warm.store
+            .set_epoch_deadline(engine.limits.deadline_ticks());
+        let info = warm
+            .bindings
+            .polygateway_plugin_chat_provider()
+            .call_describe(&mut warm.store)
+            .map_err(|e| load_err(format!("describe failed: {e:#}")))?;
+        if info.contract_version != version {
+            return Err(load_err(format!(
+                "describe says contract version {} but the component exports chat-provider@{version}",
+                info.contract_version
+            )));
+        }
+        let pool = ArrayQueue::new(POOL_CAPACITY);
+        let _ = pool.push(Box::new(warm));
+        Ok(Arc::new(Self {
+            origin: origin.to_string(),
+            info,
+            engine: engine.clone(),
+            pre,
+            pool,
+        }))
+    }
+
+    /// What `describe` returned at load time.
+    pub fn info(&self) -> &PluginInfo {
+        &self.info
+    }
+
+    /// Where the component came from (a path, or `builtin:<name>`).
+    pub fn origin(&self) -> &str {
+        &self.origin
+    }
+
+    /// Idle warm instances in the pool (for `/healthz` and tests).
+    pub fn idle_instances(&self) -> usize {
+        self.pool.len()
+    }
+
+    /// Check out a warm instance (or create one, ~30 µs, when the pool is empty).
+    pub fn instance(self: &Arc<Self>) -> Result<ProviderInstance, PluginError> {
+        let warm =
+            match self.pool.pop() {
+                Some(w) => w,
+                None => Box::new(instantiate(&self.engine, &self.pre).map_err(|e| {
+                    PluginError::Fault {
+                        plugin: self.info.name.clone(),
+                        function: "instantiate",
+                        message: format!("{e:#}"),
+                    }
+                })?),
+            };
+        Ok(ProviderInstance {
+            component: self.clone(),
+            warm: Some(warm),
+        })
+    }
+}
+
+fn instantiate(engine: &PluginEngine, pre: &ProviderPre<HostState>) -> wasmtime::Result<Warm> {
+    let mut store = Store::new(&engine.engine, HostState::new(engine.limits.memory_bytes));
+    store.limiter(|s| &mut s.limits);
+    // Instantiation runs guest code: it needs a deadline too.
+    store.set_epoch_deadline(engine.limits.deadline_ticks());
+    store.epoch_deadline_trap();
+    let bindings = pre.instantiate(&mut store)?;
+    Ok(Warm { store, bindings })
+}
+
+/// A warm instance checked out of its component's pool; returned to it on drop, unless a
+/// call faulted (then it is discarded).
+pub struct ProviderInstance {
+    component: Arc<ProviderComponent>,
+    warm: Option<Box<Warm>>,
+}
+
+impl Drop for ProviderInstance {
+    fn drop(&mut self) {
+        if let Some(w) = self.warm.take() {
+            let _ = self.component.pool.push(w);
+        }
+    }
+}
+
+impl ProviderInstance {
+    /// Run one guest call under the epoch deadline; a trap discards the instance.
+    fn call<R>(
+        &mut self,
+        function: &'static str,
+        f: impl FnOnce(&mut Store<HostState>, &Bindings) -> wasmtime::Result<R>,
+    ) -> Result<R, PluginError> {
+        let fault = |message: String, name: &str| PluginError::Fault {
+            plugin: name.to_string(),
+            function,
+            message,
+        };
+        let ticks = self.component.engine.limits.deadline_ticks();
+        let Some(warm) = self.warm.as_mut() else {
+            return Err(fault(
+                "instance already discarded".into(),
+                &self.component.info.name,
+            ));
+        };
+        warm.store.set_epoch_deadline(ticks);
+        match f(&mut warm.store, &warm.bindings) {
+            Ok(r) => Ok(r),
+            Err(e) => {
+                self.warm = None;
+                let message = match e.downcast_ref::<wasmtime::Trap>() {
+                    Some(wasmtime::Trap::Interrupt) => format!(
+                        "exceeded its time budget of {:?}",
+                        self.component.engine.limits.call_timeout
+                    ),
+                    _ => format!("{e:#}"),
+                };
+                Err(fault(message, &self.component.info.name))
+            }
+        }
+    }
+
+    /// The component this instance belongs to.
+    pub fn component(&self) -> &Arc<ProviderComponent> {
+        &self.component
+    }
+
+    /// `build-request`: the HTTP request description for one attempt.
+    pub fn build_request(
+        &mut self,
+        req: &ChatRequest,
+        source: &SourceInfo,
+    ) -> Result<Result<HttpRequest, BuildError>, PluginError> {
+        self.call("build-request", |store, b| {
+            b.polygateway_plugin_chat_provider()
+                .call_build_request(store, req, source)
+        })
+    }
+
+    /// `parse-response`: a complete non-streamed body into deltas.
+    pub fn parse_response(
+        &mut self,
+        body: &[u8],
+    ) -> Result<Result<Vec<Delta>, ClassifiedError>, PluginError> {
+        self.call("parse-response", |store, b| {
+            b.polygateway_plugin_chat_provider()
+                .call_parse_response(store, body)
+        })
+    }
+
+    /// `classify-error`: a non-2xx response into a classified error.
+    pub fn classify_error(
+        &mut self,
+        status: u16,
+        headers: &[Header],
+        body: &[u8],
+    ) -> Result<ClassifiedError, PluginError> {
+        self.call("classify-error", |store, b| {
+            b.polygateway_plugin_chat_provider()
+                .call_classify_error(store, status, headers, body)
+        })
+    }
+
+    /// Create a per-attempt stream parser; it keeps this instance until dropped.
+    pub fn into_stream_parser(mut self, source: &SourceInfo) -> Result<StreamParser, PluginError> {
+        let resource = self.call("stream-parser.constructor", |store, b| {
+            b.polygateway_plugin_chat_provider()
+                .stream_parser()
+                .call_constructor(store, source)
+        })?;
+        Ok(StreamParser {
+            instance: self,
+            resource: Some(resource),
+        })
+    }
+}
+
+/// The per-attempt `stream-parser` resource and the instance it lives in.
+pub struct StreamParser {
+    instance: ProviderInstance,
+    resource: Option<ResourceAny>,
+}
+
+impl StreamParser {
+    /// Parse a batch of SSE events into deltas (`Ok(Err(..))`: the stream carried an error).
+    pub fn parse(
+        &mut self,
+        events: &[SseEvent],
+    ) -> Result<Result<Vec<Delta>, ClassifiedError>, PluginError> {
+        let Some(res) = self.resource else {
+            return Err(self.gone("stream-parser.parse"));
+        };
+        let out = self.instance.call("stream-parser.parse", |store, b| {
+            b.polygateway_plugin_chat_provider()
+                .stream_parser()
+                .call_parse(store, res, events)
+        });
+        if out.is_err() {
+            self.resource = None;
+        }
+        out
+    }
+
+    /// Flush what the parser still holds at the end of the stream.
+    pub fn finish(&mut self) -> Result<Vec<Delta>, PluginError> {
+        let Some(res) = self.resource else {
+            return Err(self.gone("stream-parser.finish"));
+        };
+        let out = self.instance.call("stream-parser.finish", |store, b| {
+            b.polygateway_plugin_chat_provider()
+                .stream_parser()
+                .call_finish(store, res)
+        });
+        if out.is_err() {
+            self.resource = None;
+        }
+        out
+    }
+
+    fn gone(&self, function: &'static str) -> PluginError {
+        PluginError::Fault {
+            plugin: self.instance.component.info.name.clone(),
+            function,
+            message: "the parser's instance was discarded after an earlier fault".into(),
+        }
+    }
+}
+
+impl Drop for StreamParser {
+    fn drop(&mut self) {
+        if let Some(res) = self.resource.take() {
+            // Dropping the guest resource runs guest code; on failure the instance is
+            // discarded instead of going back to the pool.
+            let dropped = self
+                .instance
+                .call("stream-parser.drop", |store, _| res.resource_drop(store));
+            let _ = dropped;
+        }
+    }
+}

@@ -1,0 +1,51 @@
+//! The generated bindings of the WIT contract (`wit/`) and the curated types the rest of the
+//! host uses: deltas, usage, classified errors, request descriptions.
+
+#[allow(missing_docs, clippy::all)]
+mod generated {
+    wasmtime::component::bindgen!({
+        path: "../wit",
+        world: "provider",
+    });
+}
+
+pub use generated::polygateway::plugin::types::{
+    AuthScheme, BuildError, Capabilities, ChatRequest, ClassifiedError, Delta, ErrorClass,
+    FinishReason, Header, HttpRequest, PluginInfo, SourceInfo, SseEvent, ThinkingStyle,
+    ToolCallDelta, Usage,
+};
+pub(crate) use generated::{Provider, ProviderPre};
+
+/// The OpenAI `finish_reason` string of a finish reason.
+pub fn finish_reason_str(f: &FinishReason) -> &str {
+    match f {
+        FinishReason::Stop => "stop",
+        FinishReason::Length => "length",
+        FinishReason::ToolCalls => "tool_calls",
+        FinishReason::ContentFilter => "content_filter",
+        FinishReason::FunctionCall => "function_call",
+        FinishReason::Other(s) => s,
+    }
+}
+
+/// The JSON form of a delta used by the golden transcripts and the conformance kit
+/// (`tests/fixtures/golden/README.md` documents it).
+pub fn delta_to_json(d: &Delta) -> serde_json::Value {
+    use serde_json::json;
+    match d {
+        Delta::Role(r) => json!({ "role": r }),
+        Delta::Content(c) => json!({ "content": c }),
+        Delta::Reasoning(r) => json!({ "reasoning": r }),
+        Delta::ToolCall(t) => json!({ "tool_call": {
+            "index": t.index, "id": t.id, "name": t.name, "arguments": t.arguments } }),
+        Delta::Finish(FinishReason::Other(s)) => json!({ "finish": { "other": s } }),
+        Delta::Finish(f) => json!({ "finish": finish_reason_str(f) }),
+        Delta::Usage(u) => json!({ "usage": {
+            "prompt_tokens": u.prompt_tokens,
+            "completion_tokens": u.completion_tokens,
+            "cached_prompt_tokens": u.cached_prompt_tokens,
+            "reasoning_tokens": u.reasoning_tokens } }),
+        Delta::Model(m) => json!({ "model": m }),
+        Delta::Done => json!("done"),
+    }
+}

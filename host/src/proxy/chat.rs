@@ -1,0 +1,156 @@
+//! `POST /v1/chat/completions`: auth, body limit, validation, `x-pgw-*` headers, then the
+//! pipeline; a non-streamed answer as one JSON object, a streamed one as SSE. The response
+//! head waits for the call to commit, so failover stays invisible to the client.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::extract::{ConnectInfo, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use futures_util::StreamExt;
+
+use super::AppState;
+use super::errors::{error_response, plain_error};
+use super::sse::{ChunkEncoder, completion_json, done, error_event};
+use crate::error::GatewayError;
+use crate::pipeline::{CallEvent, ChatRequest};
+
+fn header_str(headers: &HeaderMap, name: &str) -> Result<Option<String>, GatewayError> {
+    match headers.get(name) {
+        None => Ok(None),
+        Some(v) => match v.to_str() {
+            Ok(s) if !s.trim().is_empty() && s.len() <= 256 => Ok(Some(s.trim().to_string())),
+            _ => Err(GatewayError::invalid(
+                name,
+                format!("header `{name}` must be 1–256 visible ASCII characters"),
+            )),
+        },
+    }
+}
+
+/// `x-pgw-call-deadline-s`: a finite number of seconds > 0.
+fn deadline_header(headers: &HeaderMap) -> Result<Option<Duration>, GatewayError> {
+    let Some(raw) = header_str(headers, "x-pgw-call-deadline-s")? else {
+        return Ok(None);
+    };
+    match raw.parse::<f64>() {
+        Ok(x) if x.is_finite() && x > 0.0 && x < 1e7 => Ok(Some(Duration::from_secs_f64(x))),
+        _ => Err(GatewayError::invalid(
+            "x-pgw-call-deadline-s",
+            format!(
+                "header `x-pgw-call-deadline-s` must be a finite number of seconds > 0, got `{raw}`"
+            ),
+        )),
+    }
+}
+
+fn set(resp: &mut Response, name: &'static str, value: impl ToString) {
+    if let Ok(v) = HeaderValue::try_from(value.to_string()) {
+        resp.headers_mut().insert(name, v);
+    }
+}
+
+pub(crate) async fn chat_completions(
+    State(state): State<AppState>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    if let Err(e) = super::auth::check(&state.api_keys, &headers, peer) {
+        let (status, ty, message) = e.into_gateway_error();
+        return plain_error(status, ty, &message);
+    }
+    let bytes = match axum::body::to_bytes(body, state.max_body_bytes).await {
+        Ok(b) => b,
+        Err(_) => {
+            return plain_error(
+                413,
+                "request_too_large",
+                &format!(
+                    "request body exceeds PGW_MAX_BODY_BYTES ({} bytes)",
+                    state.max_body_bytes
+                ),
+            );
+        }
+    };
+    let mut req = match ChatRequest::from_openai_body(&bytes) {
+        Ok(r) => r,
+        Err(e) => return error_response(&e),
+    };
+    let extra = (|| -> Result<(), GatewayError> {
+        req.session_id = header_str(&headers, "x-pgw-session-id")?;
+        req.parent_call_id = header_str(&headers, "x-pgw-parent-call-id")?;
+        req.call_deadline = deadline_header(&headers)?;
+        Ok(())
+    })();
+    if let Err(e) = extra {
+        return error_response(&e);
+    }
+    if !req.stream {
+        return match state.gateway.chat(req).await {
+            Ok(r) => {
+                let created = std::time::SystemTime::now()
+                    .duration_since(std::time::SystemTime::UNIX_EPOCH)
+                    .map(|d| d.as_secs())
+                    .unwrap_or(0);
+                let mut resp = axum::Json(completion_json(&r, created)).into_response();
+                set(&mut resp, "x-pgw-call-id", &r.call_id);
+                set(&mut resp, "x-pgw-source", &r.source_name);
+                set(&mut resp, "x-pgw-attempts", r.attempts);
+                set(&mut resp, "x-pgw-cache-hit", "false");
+                set(&mut resp, "x-pgw-usage-source", r.usage_source.as_str());
+                set(&mut resp, "x-pgw-overhead-us", r.overhead_us);
+                resp
+            }
+            Err(e) => error_response(&e),
+        };
+    }
+    let include_usage = req.include_usage;
+    let mut events = state.gateway.chat_stream(req);
+    let start = match events.next().await {
+        Some(CallEvent::Start(s)) => s,
+        Some(CallEvent::Failed(e)) => return error_response(&e),
+        Some(_) | None => {
+            return error_response(&GatewayError::Internal(
+                "the call ended without an answer".into(),
+            ));
+        }
+    };
+    let enc = ChunkEncoder::new(&start);
+    let body = async_stream::stream! {
+        while let Some(ev) = events.next().await {
+            match ev {
+                CallEvent::Delta(d) => {
+                    if let Some(b) = enc.delta(&d) {
+                        yield Ok::<_, std::convert::Infallible>(b);
+                    }
+                }
+                CallEvent::End(r) => {
+                    if include_usage {
+                        yield Ok(enc.usage(r.usage.as_ref()));
+                    }
+                    yield Ok(done());
+                    break;
+                }
+                CallEvent::Failed(e) => {
+                    tracing::warn!(error = %e, "stream ended with an error after it started");
+                    yield Ok(error_event(&e));
+                    break;
+                }
+                CallEvent::Start(_) => {}
+            }
+        }
+    };
+    let mut resp = Response::new(Body::from_stream(body));
+    *resp.status_mut() = StatusCode::OK;
+    set(&mut resp, "content-type", "text/event-stream");
+    set(&mut resp, "cache-control", "no-cache");
+    set(&mut resp, "x-pgw-call-id", &start.call_id);
+    set(&mut resp, "x-pgw-source", &start.source_name);
+    set(&mut resp, "x-pgw-attempts", start.attempts);
+    set(&mut resp, "x-pgw-cache-hit", "false");
+    set(&mut resp, "x-pgw-overhead-us", start.overhead_us);
+    resp
+}

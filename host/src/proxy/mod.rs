@@ -1,0 +1,88 @@
+//! The OpenAI-compatible HTTP server (`polygateway serve`, DESIGN §6): routes, client auth
+//! and the loopback rule, the body limit, and error mapping. Handlers only translate between
+//! HTTP and the embedded API; every decision is made in the pipeline.
+
+mod auth;
+mod chat;
+mod errors;
+mod health;
+mod sse;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use axum::Router;
+use axum::routing::{get, post};
+use tokio::net::TcpListener;
+
+use crate::pipeline::Gateway;
+
+pub use errors::error_response;
+
+/// Shared state of the handlers.
+#[derive(Clone)]
+pub(crate) struct AppState {
+    pub gateway: Gateway,
+    pub api_keys: Arc<Vec<String>>,
+    pub max_body_bytes: usize,
+}
+
+/// Why the server could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    #[error(
+        "refusing to bind {0} without PGW_API_KEYS: with no client keys only loopback addresses may be served"
+    )]
+    OpenWithoutKeys(SocketAddr),
+    #[error("cannot bind {addr}: {source}")]
+    Bind {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+}
+
+/// The router: one place that lists the endpoints.
+pub fn router(gateway: Gateway) -> Router {
+    let p = &gateway.settings().process;
+    let state = AppState {
+        api_keys: Arc::new(p.api_keys.clone()),
+        max_body_bytes: p.max_body_bytes,
+        gateway: gateway.clone(),
+    };
+    Router::new()
+        .route("/v1/chat/completions", post(chat::chat_completions))
+        .route("/v1/models", get(health::models))
+        .route("/healthz", get(health::healthz))
+        .with_state(state)
+}
+
+/// Bind the listener, enforcing the loopback rule. Returns it with its bound address.
+pub async fn bind(gateway: &Gateway) -> Result<(TcpListener, SocketAddr), ServeError> {
+    let p = &gateway.settings().process;
+    if p.api_keys.is_empty() && !p.listen.ip().is_loopback() {
+        return Err(ServeError::OpenWithoutKeys(p.listen));
+    }
+    let listener = TcpListener::bind(p.listen)
+        .await
+        .map_err(|source| ServeError::Bind {
+            addr: p.listen,
+            source,
+        })?;
+    let addr = listener.local_addr().map_err(|source| ServeError::Bind {
+        addr: p.listen,
+        source,
+    })?;
+    Ok((listener, addr))
+}
+
+/// Serve until `shutdown` resolves.
+pub async fn serve(
+    gateway: Gateway,
+    listener: TcpListener,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let app = router(gateway).into_make_service_with_connect_info::<SocketAddr>();
+    axum::serve(listener, app)
+        .with_graceful_shutdown(shutdown)
+        .await
+}

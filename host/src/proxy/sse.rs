@@ -1,0 +1,146 @@
+//! Encoding of the OpenAI chat-completions wire format: stream chunks (SSE) and the
+//! non-streamed completion object.
+
+use bytes::Bytes;
+use serde_json::{Value, json};
+
+use crate::error::GatewayError;
+use crate::pipeline::{ChatResponse, StreamStart, TokenUsage};
+use crate::plugin::{Delta, finish_reason_str};
+
+/// Encodes the chunks of one streamed answer; the chunk head is built once per call.
+pub(crate) struct ChunkEncoder {
+    head: String,
+    id: String,
+    created: u64,
+    model: String,
+}
+
+impl ChunkEncoder {
+    pub(crate) fn new(start: &StreamStart) -> Self {
+        let model = start
+            .model_reported
+            .clone()
+            .unwrap_or_else(|| start.model.clone());
+        let id = format!("chatcmpl-{}", start.call_id);
+        let head = format!(
+            r#"data: {{"id":{},"object":"chat.completion.chunk","created":{},"model":{},"choices":[{{"index":0,"delta":"#,
+            Value::String(id.clone()),
+            start.created,
+            Value::String(model.clone()),
+        );
+        Self {
+            head,
+            id,
+            created: start.created,
+            model,
+        }
+    }
+
+    /// The SSE frame of one delta, or `None` for deltas that are not forwarded.
+    pub(crate) fn delta(&self, d: &Delta) -> Option<Bytes> {
+        let (delta, finish): (Value, Option<&str>) = match d {
+            Delta::Role(r) => (json!({"role": r, "content": ""}), None),
+            Delta::Content(c) => (json!({ "content": c }), None),
+            Delta::Reasoning(r) => (json!({ "reasoning_content": r }), None),
+            Delta::ToolCall(t) => {
+                let mut call = serde_json::Map::new();
+                call.insert("index".into(), json!(t.index));
+                if let Some(id) = &t.id {
+                    call.insert("id".into(), json!(id));
+                    call.insert("type".into(), json!("function"));
+                }
+                let mut function = serde_json::Map::new();
+                if let Some(n) = &t.name {
+                    function.insert("name".into(), json!(n));
+                }
+                if let Some(a) = &t.arguments {
+                    function.insert("arguments".into(), json!(a));
+                }
+                call.insert("function".into(), Value::Object(function));
+                (json!({ "tool_calls": [call] }), None)
+            }
+            Delta::Finish(f) => (json!({}), Some(finish_reason_str(f))),
+            Delta::Usage(_) | Delta::Model(_) | Delta::Done => return None,
+        };
+        let mut s = String::with_capacity(self.head.len() + 96);
+        s.push_str(&self.head);
+        s.push_str(&delta.to_string());
+        match finish {
+            None => s.push_str(r#","logprobs":null,"finish_reason":null}]}"#),
+            Some(f) => {
+                s.push_str(r#","logprobs":null,"finish_reason":"#);
+                s.push_str(&Value::String(f.to_string()).to_string());
+                s.push_str("}]}");
+            }
+        }
+        s.push_str("\n\n");
+        Some(Bytes::from(s))
+    }
+
+    /// The final usage chunk (`choices: []`); `usage` is `null` when the upstream reported none.
+    pub(crate) fn usage(&self, usage: Option<&TokenUsage>) -> Bytes {
+        let v = json!({
+            "id": self.id, "object": "chat.completion.chunk", "created": self.created,
+            "model": self.model, "choices": [], "usage": usage.map(usage_json),
+        });
+        Bytes::from(format!("data: {v}\n\n"))
+    }
+}
+
+/// `data: [DONE]`.
+pub(crate) fn done() -> Bytes {
+    Bytes::from_static(b"data: [DONE]\n\n")
+}
+
+/// The in-band error event of a stream that cannot complete.
+pub(crate) fn error_event(e: &GatewayError) -> Bytes {
+    let (_, body) = super::errors::error_body(e);
+    Bytes::from(format!("data: {body}\n\n"))
+}
+
+/// OpenAI `usage` object.
+pub(crate) fn usage_json(u: &TokenUsage) -> Value {
+    let mut v = json!({
+        "prompt_tokens": u.prompt_tokens,
+        "completion_tokens": u.completion_tokens,
+        "total_tokens": u.prompt_tokens + u.completion_tokens,
+    });
+    if let Some(c) = u.cached_prompt_tokens {
+        v["prompt_tokens_details"] = json!({ "cached_tokens": c });
+    }
+    if let Some(r) = u.reasoning_tokens {
+        v["completion_tokens_details"] = json!({ "reasoning_tokens": r });
+    }
+    v
+}
+
+/// The non-streamed completion object.
+pub(crate) fn completion_json(r: &ChatResponse, created: u64) -> Value {
+    let mut message = json!({"role": "assistant", "content": r.content});
+    if let Some(reasoning) = &r.reasoning {
+        message["reasoning_content"] = json!(reasoning);
+    }
+    if !r.tool_calls.is_empty() {
+        message["tool_calls"] = r
+            .tool_calls
+            .iter()
+            .map(|t| {
+                json!({"id": t.id, "type": "function",
+                       "function": {"name": t.name, "arguments": t.arguments}})
+            })
+            .collect();
+        if r.content.is_empty() {
+            message["content"] = Value::Null;
+        }
+    }
+    json!({
+        "id": format!("chatcmpl-{}", r.call_id),
+        "object": "chat.completion",
+        "created": created,
+        "model": r.model_reported.as_deref().unwrap_or(&r.model),
+        "choices": [{"index": 0, "message": message, "logprobs": null,
+                     "finish_reason": r.finish_reason}],
+        "usage": r.usage.as_ref().map(usage_json),
+    })
+}

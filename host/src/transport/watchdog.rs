@@ -1,0 +1,141 @@
+//! The stream liveness watchdog (reference §7.6): TTFT, inter-token and total limits for one
+//! attempt. Any token counts, reasoning included; keep-alive comments do not.
+//! Time comes from `tokio::time::Instant`, so tests drive it with a paused clock.
+
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::config::TimeoutSettings;
+
+/// Which limit fired.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LivenessTimeout {
+    /// No first token within `TTFT_TIMEOUT_S`.
+    Ttft,
+    /// Silence between tokens longer than `INTER_TOKEN_TIMEOUT_S`.
+    InterToken,
+    /// The attempt as a whole exceeded `TIMEOUT_S`.
+    Total,
+}
+
+impl LivenessTimeout {
+    /// Stable name for logs and telemetry.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LivenessTimeout::Ttft => "ttft_timeout",
+            LivenessTimeout::InterToken => "inter_token_timeout",
+            LivenessTimeout::Total => "total_timeout",
+        }
+    }
+}
+
+/// Liveness state of one attempt.
+#[derive(Debug, Clone)]
+pub struct Watchdog {
+    started: Instant,
+    limits: TimeoutSettings,
+    first_token: Option<Instant>,
+    last_token: Option<Instant>,
+    max_gap: Duration,
+}
+
+impl Watchdog {
+    /// Start watching now (the request is about to be sent).
+    pub fn start(limits: TimeoutSettings) -> Self {
+        Self {
+            started: Instant::now(),
+            limits,
+            first_token: None,
+            last_token: None,
+            max_gap: Duration::ZERO,
+        }
+    }
+
+    /// When the attempt started.
+    pub fn started(&self) -> Instant {
+        self.started
+    }
+
+    /// The earliest instant at which some limit fires, and which.
+    pub fn next_deadline(&self) -> (Instant, LivenessTimeout) {
+        let total = self.started + self.limits.total;
+        let (d, kind) = match self.last_token {
+            None => (self.started + self.limits.ttft, LivenessTimeout::Ttft),
+            Some(t) => (t + self.limits.inter_token, LivenessTimeout::InterToken),
+        };
+        if total <= d {
+            (total, LivenessTimeout::Total)
+        } else {
+            (d, kind)
+        }
+    }
+
+    /// The deadline of a non-streamed attempt: only the total limit applies.
+    pub fn total_deadline(&self) -> Instant {
+        self.started + self.limits.total
+    }
+
+    /// A token (content, reasoning or tool-call fragment) arrived at `now`.
+    pub fn on_token(&mut self, now: Instant) {
+        if self.first_token.is_none() {
+            self.first_token = Some(now);
+        }
+        if let Some(last) = self.last_token {
+            self.max_gap = self.max_gap.max(now.saturating_duration_since(last));
+        }
+        self.last_token = Some(now);
+    }
+
+    /// Time to first token, if one arrived.
+    pub fn ttft(&self) -> Option<Duration> {
+        self.first_token
+            .map(|t| t.saturating_duration_since(self.started))
+    }
+
+    /// Longest gap between two tokens (none before the second token).
+    pub fn max_inter_token(&self) -> Option<Duration> {
+        match (self.first_token, self.last_token) {
+            (Some(a), Some(b)) if b > a => Some(self.max_gap),
+            _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn deadlines_follow_tokens() {
+        let limits = TimeoutSettings {
+            total: Duration::from_secs(10),
+            ttft: Duration::from_secs(4),
+            inter_token: Duration::from_secs(2),
+        };
+        let mut w = Watchdog::start(limits);
+        let t0 = w.started();
+        assert_eq!(
+            w.next_deadline(),
+            (t0 + Duration::from_secs(4), LivenessTimeout::Ttft)
+        );
+        tokio::time::advance(Duration::from_secs(3)).await;
+        w.on_token(Instant::now());
+        assert_eq!(w.ttft(), Some(Duration::from_secs(3)));
+        assert_eq!(w.max_inter_token(), None);
+        assert_eq!(
+            w.next_deadline(),
+            (t0 + Duration::from_secs(5), LivenessTimeout::InterToken)
+        );
+        tokio::time::advance(Duration::from_millis(1500)).await;
+        w.on_token(Instant::now());
+        assert_eq!(w.max_inter_token(), Some(Duration::from_millis(1500)));
+        tokio::time::advance(Duration::from_secs(5)).await;
+        w.on_token(Instant::now());
+        // 9.5 s in: the total limit (10 s) is nearer than the inter-token one (11.5 s).
+        assert_eq!(
+            w.next_deadline(),
+            (t0 + Duration::from_secs(10), LivenessTimeout::Total)
+        );
+    }
+}
