@@ -135,11 +135,16 @@ async fn chat(state: Arc<MockState>, name: String, headers: HeaderMap, body: Byt
         .get("authorization")
         .and_then(|v| v.to_str().ok())
         .map(str::to_string);
-    let step = match state.scenarios.lock() {
+    let header_map = headers_json(&headers);
+    let (step, idx) = match state.scenarios.lock() {
         Ok(mut map) => {
-            let sc = map.entry(name).or_default();
-            sc.hits
-                .push(json!({ "at_ms": at_ms, "body": req.clone(), "authorization": auth }));
+            let sc = map.entry(name.clone()).or_default();
+            sc.hits.push(json!({
+                "at_ms": at_ms,
+                "body": req.clone(),
+                "authorization": auth,
+                "headers": header_map,
+            }));
             let step = sc
                 .script
                 .steps
@@ -148,11 +153,72 @@ async fn chat(state: Arc<MockState>, name: String, headers: HeaderMap, body: Byt
                 .or_else(|| sc.script.then.clone())
                 .unwrap_or_default();
             sc.next += 1;
-            step
+            (step, sc.hits.len() - 1)
         }
-        Err(_) => Step::default(),
+        Err(_) => (Step::default(), usize::MAX),
     };
-    respond(step, &req).await
+    let guard = HitGuard {
+        state: state.clone(),
+        scenario: name,
+        idx,
+        completed: false,
+    };
+    respond(step, &req, guard).await
+}
+
+/// Every request header as `{name: value}` (lower-case names; repeated headers joined with
+/// `, `; a non-ASCII value is kept lossily), so tests can see how a plugin's credential and
+/// headers arrived.
+fn headers_json(headers: &HeaderMap) -> Value {
+    let mut map = serde_json::Map::new();
+    for (name, value) in headers {
+        let value = String::from_utf8_lossy(value.as_bytes()).into_owned();
+        match map.get_mut(name.as_str()) {
+            Some(Value::String(existing)) => {
+                existing.push_str(", ");
+                existing.push_str(&value);
+            }
+            _ => {
+                map.insert(name.as_str().to_owned(), Value::String(value));
+            }
+        }
+    }
+    Value::Object(map)
+}
+
+/// Marks a hit `completed` when its answer was fully sent, or `cancelled` when the client
+/// went away first (the response body was dropped).
+struct HitGuard {
+    state: Arc<MockState>,
+    scenario: String,
+    idx: usize,
+    completed: bool,
+}
+
+impl HitGuard {
+    fn mark(&mut self, key: &str) {
+        if let Ok(mut map) = self.state.scenarios.lock() {
+            if let Some(hit) = map
+                .get_mut(&self.scenario)
+                .and_then(|sc| sc.hits.get_mut(self.idx))
+            {
+                hit[key] = Value::Bool(true);
+            }
+        }
+    }
+
+    fn complete(mut self) {
+        self.completed = true;
+        self.mark("completed");
+    }
+}
+
+impl Drop for HitGuard {
+    fn drop(&mut self) {
+        if !self.completed {
+            self.mark("cancelled");
+        }
+    }
 }
 
 fn with_headers(mut resp: Response, step: &Step) -> Response {
@@ -195,7 +261,7 @@ fn usage_json(step: &Step, req: &Value, completion: u64, reasoning: Option<u64>)
     u
 }
 
-async fn respond(step: Step, req: &Value) -> Response {
+async fn respond(step: Step, req: &Value, guard: HitGuard) -> Response {
     let status = StatusCode::from_u16(step.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     if step.first_token_delay_ms > 0 && !status.is_success() {
         tokio::time::sleep(Duration::from_millis(step.first_token_delay_ms)).await;
@@ -205,9 +271,11 @@ async fn respond(step: Step, req: &Value) -> Response {
             json!({"error": {"message": format!("mock error {}", step.status), "type": "mock_error", "code": null}})
                 .to_string()
         });
+        guard.complete();
         return with_headers((status, body).into_response(), &step);
     }
     if let Some(b) = &step.body {
+        guard.complete();
         return with_headers((status, b.clone()).into_response(), &step);
     }
     let model = req
@@ -250,6 +318,7 @@ async fn respond(step: Step, req: &Value) -> Response {
         if step.usage {
             body["usage"] = usage_json(&step, req, completion, reasoning_tokens);
         }
+        guard.complete();
         return with_headers(axum::Json(body).into_response(), &step);
     }
 
@@ -316,6 +385,7 @@ async fn respond(step: Step, req: &Value) -> Response {
         if !step.missing_done {
             yield Ok(Bytes::from(format!("data: [DONE]{nl}{nl}")));
         }
+        guard.complete();
     };
     let resp = Response::builder()
         .status(StatusCode::OK)

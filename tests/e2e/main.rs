@@ -1,0 +1,12 @@
+//! End-to-end tests: a real `polygateway serve` process (the binary built by this package),
+//! the mock upstream over TCP, the wasm provider components, and the official OpenAI Python
+//! SDK. Each test starts its own mock and gateway on free ports.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+mod embedded;
+mod failover;
+mod golden;
+mod proxy_basics;
+mod sdk;
+mod streaming;
