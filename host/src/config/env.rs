@@ -235,13 +235,13 @@ pub fn settings_from_vars(
     let process = parse_process(&process, &mut problems);
 
     for (scope, keys) in &scope_keys {
-        if !sources.contains_key(scope) {
-            if let Some((key, _)) = keys.values().next() {
-                problems.add(
+        if !sources.contains_key(scope)
+            && let Some((key, _)) = keys.values().next()
+        {
+            problems.add(
                     key,
                     format!("scope {scope} has settings but no sources ({scope}__<PROVIDER>__<N>__BASE_URL …)"),
                 );
-            }
         }
     }
 
@@ -277,15 +277,15 @@ pub fn settings_from_vars(
                 _ => problems.add(key, format!("expected an integer ≥ 1, got `{v}`")),
             }
         }
-        if let Some((key, v)) = keys.get("RETRY__BASE_DELAY_S") {
-            if let Some(d) = parse_seconds(key, v, true, &mut problems) {
-                retry.base_delay = d;
-            }
+        if let Some((key, v)) = keys.get("RETRY__BASE_DELAY_S")
+            && let Some(d) = parse_seconds(key, v, true, &mut problems)
+        {
+            retry.base_delay = d;
         }
-        if let Some((key, v)) = keys.get("RETRY__MAX_DELAY_S") {
-            if let Some(d) = parse_seconds(key, v, false, &mut problems) {
-                retry.max_delay = d;
-            }
+        if let Some((key, v)) = keys.get("RETRY__MAX_DELAY_S")
+            && let Some(d) = parse_seconds(key, v, false, &mut problems)
+        {
+            retry.max_delay = d;
         }
         if retry.base_delay > retry.max_delay {
             let key = keys
@@ -301,13 +301,13 @@ pub fn settings_from_vars(
             ("QUOTA_FULL", &["wait", "fail_fast"][..]),
             ("CIRCUIT_OPEN", &["fail_fast", "wait"][..]),
         ] {
-            if let Some((key, v)) = keys.get(sub) {
-                if !allowed.contains(&v.trim()) {
-                    problems.add(
-                        key,
-                        format!("expected one of {}, got `{v}`", allowed.join("|")),
-                    );
-                }
+            if let Some((key, v)) = keys.get(sub)
+                && !allowed.contains(&v.trim())
+            {
+                problems.add(
+                    key,
+                    format!("expected one of {}, got `{v}`", allowed.join("|")),
+                );
             }
         }
         let other = keys
@@ -437,13 +437,13 @@ fn parse_process(
         ("PGW_BREAKER_BACKEND", &["memory", "redis"][..]),
         ("PGW_TELEMETRY_SCHEMA_MODE", &["auto", "manual"][..]),
     ] {
-        if let Some(v) = get(key) {
-            if !allowed.contains(&v) {
-                problems.add(
-                    key,
-                    format!("expected one of {}, got `{v}`", allowed.join("|")),
-                );
-            }
+        if let Some(v) = get(key)
+            && !allowed.contains(&v)
+        {
+            problems.add(
+                key,
+                format!("expected one of {}, got `{v}`", allowed.join("|")),
+            );
         }
     }
     let plugin_timeout = match get("PGW_PLUGIN_TIMEOUT_MS") {
@@ -572,13 +572,13 @@ fn parse_source(
         }
     };
     let base_url = req("BASE_URL", problems).map(|u| u.trim_end_matches('/').to_string());
-    if let (Some(url), Some((key, _))) = (&base_url, fields.get("BASE_URL")) {
-        if !(url.starts_with("http://") || url.starts_with("https://")) {
-            problems.add(
-                key,
-                format!("expected an http:// or https:// URL, got `{url}`"),
-            );
-        }
+    if let (Some(url), Some((key, _))) = (&base_url, fields.get("BASE_URL"))
+        && !(url.starts_with("http://") || url.starts_with("https://"))
+    {
+        problems.add(
+            key,
+            format!("expected an http:// or https:// URL, got `{url}`"),
+        );
     }
     let model = req("MODEL", problems);
     let opt = |field: &str| fields.get(field).map(|(k, v)| (k.as_str(), v.as_str()));
@@ -642,20 +642,20 @@ fn parse_source(
         None => serde_json::Map::new(),
     };
     let mut timeouts = TimeoutSettings::default();
-    if let Some((k, v)) = opt("TIMEOUT_S") {
-        if let Some(d) = parse_seconds(k, v, false, problems) {
-            timeouts.total = d;
-        }
+    if let Some((k, v)) = opt("TIMEOUT_S")
+        && let Some(d) = parse_seconds(k, v, false, problems)
+    {
+        timeouts.total = d;
     }
-    if let Some((k, v)) = opt("TTFT_TIMEOUT_S") {
-        if let Some(d) = parse_seconds(k, v, false, problems) {
-            timeouts.ttft = d;
-        }
+    if let Some((k, v)) = opt("TTFT_TIMEOUT_S")
+        && let Some(d) = parse_seconds(k, v, false, problems)
+    {
+        timeouts.ttft = d;
     }
-    if let Some((k, v)) = opt("INTER_TOKEN_TIMEOUT_S") {
-        if let Some(d) = parse_seconds(k, v, false, problems) {
-            timeouts.inter_token = d;
-        }
+    if let Some((k, v)) = opt("INTER_TOKEN_TIMEOUT_S")
+        && let Some(d) = parse_seconds(k, v, false, problems)
+    {
+        timeouts.inter_token = d;
     }
     if !(timeouts.inter_token < timeouts.ttft && timeouts.ttft < timeouts.total) {
         problems.add(
@@ -770,10 +770,7 @@ mod tests {
             ("PATH", "/usr/bin"),
             ("SOME__OTHER", "x"),
         ]));
-        let s = match s {
-            Ok(s) => s,
-            Err(e) => return assert!(false, "{e}"),
-        };
+        let s = s.expect("valid settings");
         assert_eq!(s.scopes.len(), 1);
         let scope = &s.scopes[0];
         assert_eq!(&*scope.name, "LLM");

@@ -197,13 +197,12 @@ struct HitGuard {
 
 impl HitGuard {
     fn mark(&mut self, key: &str) {
-        if let Ok(mut map) = self.state.scenarios.lock() {
-            if let Some(hit) = map
+        if let Ok(mut map) = self.state.scenarios.lock()
+            && let Some(hit) = map
                 .get_mut(&self.scenario)
                 .and_then(|sc| sc.hits.get_mut(self.idx))
-            {
-                hit[key] = Value::Bool(true);
-            }
+        {
+            hit[key] = Value::Bool(true);
         }
     }
 

@@ -164,7 +164,7 @@ pub(crate) async fn run_call(
     let Some(scope) = inner
         .scopes
         .iter()
-        .find(|s| s.settings.aliases.iter().any(|a| *a == req.model))
+        .find(|s| s.settings.aliases.contains(&req.model))
     else {
         let known: Vec<&str> = inner
             .scopes

@@ -113,10 +113,10 @@ async fn writer(pool: SqlitePool, mut rx: mpsc::Receiver<CallRow>, counters: Arc
         match insert_batch(&pool, &batch).await {
             Ok(()) => {
                 counters.written.fetch_add(n, Ordering::Relaxed);
-                if let Ok(mut g) = counters.degraded.lock() {
-                    if g.take().is_some() {
-                        tracing::info!("telemetry writes recovered");
-                    }
+                if let Ok(mut g) = counters.degraded.lock()
+                    && g.take().is_some()
+                {
+                    tracing::info!("telemetry writes recovered");
                 }
             }
             Err(e) => {

@@ -24,7 +24,7 @@ pub fn parse_retry_after(raw: &str, now: SystemTime, source_name: &str) -> Optio
             tracing::warn!(source = source_name, "retry_after_not_finite: ignored");
             return None;
         }
-        if !(secs >= 0.0) {
+        if secs.is_nan() || secs < 0.0 {
             return None; // NaN or negative: noise, silently ignored
         }
         let d = Duration::from_secs_f64(secs.min(ABSURD.as_secs_f64() + 1.0));
