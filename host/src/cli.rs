@@ -101,7 +101,9 @@ async fn serve() -> ExitCode {
     let _ = writeln!(std::io::stdout(), "polygateway listening on http://{addr}");
     let _ = std::io::stdout().flush();
     tracing::info!(%addr, "serving");
-    match crate::proxy::serve(gateway, listener, shutdown_signal()).await {
+    let served = crate::proxy::serve(gateway.clone(), listener, shutdown_signal()).await;
+    gateway.flush_telemetry().await;
+    match served {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => fail(&e.to_string()),
     }
@@ -270,7 +272,6 @@ async fn demo(prompt: String) -> ExitCode {
         }
         let _ = out.flush();
     }
-    // Let the telemetry writer drain before the process exits.
-    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    gateway.flush_telemetry().await;
     ExitCode::SUCCESS
 }

@@ -7,6 +7,7 @@ mod common;
 mod embedded;
 mod failover;
 mod golden;
+mod plugin_load;
 mod proxy_basics;
 mod sdk;
 mod streaming;

@@ -75,16 +75,26 @@ async fn bad_requests_name_the_field() {
         let v: Value = resp.json().await.unwrap();
         assert_eq!(v["error"]["param"], want_param, "{body}: {v}");
     }
-    let resp = client
-        .post(&url)
-        .header("x-pgw-call-deadline-s", "NaN")
-        .json(&chat_body(false))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(resp.status().as_u16(), 400);
-    let v: Value = resp.json().await.unwrap();
-    assert_eq!(v["error"]["param"], "x-pgw-call-deadline-s");
+    let long_tenant = "t".repeat(129);
+    for (header, value) in [
+        ("x-pgw-call-deadline-s", "NaN"),
+        ("x-pgw-call-deadline-s", "0"),
+        ("x-pgw-tenant-id", long_tenant.as_str()),
+        ("x-pgw-meta", r#"{"pg_x": 1}"#),
+        ("x-pgw-meta", "[1]"),
+        ("x-pgw-cache", "sometimes"),
+    ] {
+        let resp = client
+            .post(&url)
+            .header(header, value)
+            .json(&chat_body(false))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status().as_u16(), 400, "{header}: {value}");
+        let v: Value = resp.json().await.unwrap();
+        assert_eq!(v["error"]["param"], header, "{v}");
+    }
 }
 
 #[tokio::test]

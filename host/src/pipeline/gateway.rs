@@ -221,6 +221,11 @@ impl Gateway {
         })
     }
 
+    /// Wait until every telemetry row of finished calls is written (call before exiting).
+    pub async fn flush_telemetry(&self) {
+        self.inner.recorder.flush().await;
+    }
+
     /// Run one call to its end and return the whole answer.
     pub async fn chat(&self, req: ChatRequest) -> Result<ChatResponse, GatewayError> {
         req.validate()?;

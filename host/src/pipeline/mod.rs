@@ -8,6 +8,6 @@ mod response;
 mod retry;
 
 pub use gateway::{Gateway, StartError};
-pub use request::ChatRequest;
+pub use request::{CacheMode, ChatRequest, validate_meta, validate_tenant_id};
 pub use response::{Accumulator, ChatResponse, TokenUsage, ToolCall};
 pub use retry::{CallEvent, StreamStart};

@@ -27,6 +27,105 @@ pub struct ChatRequest {
     pub parent_call_id: Option<String>,
     /// Per-call deadline (`x-pgw-call-deadline-s`), overriding the scope's.
     pub call_deadline: Option<Duration>,
+    /// Caller dimensions (`x-pgw-tenant-id`, `x-pgw-meta`), validated by
+    /// [`validate_tenant_id`] and [`validate_meta`].
+    pub tenant_id: Option<String>,
+    pub meta: Option<Map<String, Value>>,
+    /// Cache isolation and control (`x-pgw-cache-namespace`, `x-pgw-cache-salt`,
+    /// `x-pgw-cache`), used by the response cache.
+    pub cache_namespace: Option<String>,
+    pub cache_salt: Option<String>,
+    pub cache_mode: CacheMode,
+    /// `x-pgw-structured-strategy`.
+    pub structured_strategy: Option<String>,
+}
+
+/// Per-call cache control (`x-pgw-cache`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum CacheMode {
+    /// Read and write the cache.
+    #[default]
+    Default,
+    /// Neither read nor write.
+    Bypass,
+    /// Read, but do not store this answer.
+    NoStore,
+}
+
+impl CacheMode {
+    /// Parse the `x-pgw-cache` header value.
+    pub fn parse(v: &str) -> Result<Self, GatewayError> {
+        match v {
+            "bypass" => Ok(CacheMode::Bypass),
+            "no-store" => Ok(CacheMode::NoStore),
+            _ => Err(GatewayError::invalid(
+                "x-pgw-cache",
+                format!("header `x-pgw-cache` must be `bypass` or `no-store`, got `{v}`"),
+            )),
+        }
+    }
+}
+
+/// Tenant id rules (reference §5.2): 1–128 characters, no leading or trailing whitespace
+/// (" t1" and "t1" would be two tenants).
+pub fn validate_tenant_id(param: &str, v: &str) -> Result<(), GatewayError> {
+    if v.is_empty() || v.chars().count() > 128 {
+        return Err(GatewayError::invalid(
+            param,
+            format!("`{param}` must be 1–128 characters"),
+        ));
+    }
+    if v.trim() != v {
+        return Err(GatewayError::invalid(
+            param,
+            format!("`{param}` must not start or end with whitespace"),
+        ));
+    }
+    Ok(())
+}
+
+/// Meta rules (reference §5.2): at most 16 keys matching `[a-z0-9_.]{1,64}`, none starting
+/// with `pg_`; values are strings (≤ 256 characters), integers, finite numbers or booleans.
+pub fn validate_meta(param: &str, meta: &Map<String, Value>) -> Result<(), GatewayError> {
+    if meta.len() > 16 {
+        return Err(GatewayError::invalid(
+            param,
+            format!("`{param}` has more than 16 keys"),
+        ));
+    }
+    for (k, v) in meta {
+        let key_ok = !k.is_empty()
+            && k.len() <= 64
+            && k.bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'.');
+        if !key_ok {
+            return Err(GatewayError::invalid(
+                param,
+                format!("`{param}` key `{k}` must match [a-z0-9_.]{{1,64}}"),
+            ));
+        }
+        if k.starts_with("pg_") {
+            return Err(GatewayError::invalid(
+                param,
+                format!("`{param}` key `{k}`: the `pg_` prefix is reserved"),
+            ));
+        }
+        let value_ok = match v {
+            Value::String(s) => s.chars().count() <= 256,
+            Value::Bool(_) => true,
+            Value::Number(n) => n.as_f64().is_some_and(f64::is_finite),
+            _ => false,
+        };
+        if !value_ok {
+            return Err(GatewayError::invalid(
+                param,
+                format!(
+                    "`{param}` value of `{k}` must be a string (≤ 256 characters), a number or a boolean"
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 impl ChatRequest {
@@ -41,6 +140,12 @@ impl ChatRequest {
             session_id: None,
             parent_call_id: None,
             call_deadline: None,
+            tenant_id: None,
+            meta: None,
+            cache_namespace: None,
+            cache_salt: None,
+            cache_mode: CacheMode::Default,
+            structured_strategy: None,
         }
     }
 
@@ -129,6 +234,12 @@ impl ChatRequest {
             session_id: None,
             parent_call_id: None,
             call_deadline: None,
+            tenant_id: None,
+            meta: None,
+            cache_namespace: None,
+            cache_salt: None,
+            cache_mode: CacheMode::Default,
+            structured_strategy: None,
         };
         req.validate()?;
         Ok(req)
@@ -168,6 +279,20 @@ impl ChatRequest {
                         ),
                     ));
                 }
+            }
+        }
+        if let Some(t) = &self.tenant_id {
+            validate_tenant_id("tenant_id", t)?;
+        }
+        if let Some(m) = &self.meta {
+            validate_meta("meta", m)?;
+        }
+        if let Some(d) = self.call_deadline {
+            if d.is_zero() {
+                return Err(GatewayError::invalid(
+                    "call_deadline",
+                    "the call deadline must be > 0",
+                ));
             }
         }
         for key in crate::config::PROTECTED_BODY_KEYS {
@@ -224,6 +349,28 @@ impl ChatRequest {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn caller_dimensions() {
+        assert!(validate_tenant_id("t", "acme").is_ok());
+        assert!(validate_tenant_id("t", " acme").is_err());
+        assert!(validate_tenant_id("t", "").is_err());
+        assert!(validate_tenant_id("t", &"x".repeat(129)).is_err());
+        let ok = serde_json::json!({"batch.id": "b1", "n": 3, "ok": true, "score": 0.5});
+        assert!(validate_meta("m", ok.as_object().unwrap()).is_ok());
+        for bad in [
+            serde_json::json!({"Bad": 1}),
+            serde_json::json!({"pg_x": 1}),
+            serde_json::json!({"k": [1]}),
+            serde_json::json!({"k": null}),
+            serde_json::json!({"k": "x".repeat(257)}),
+        ] {
+            assert!(
+                validate_meta("m", bad.as_object().unwrap()).is_err(),
+                "{bad}"
+            );
+        }
+    }
 
     fn param(body: &str) -> Option<String> {
         match ChatRequest::from_openai_body(body.as_bytes()) {

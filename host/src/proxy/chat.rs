@@ -15,7 +15,7 @@ use super::AppState;
 use super::errors::{error_response, plain_error};
 use super::sse::{ChunkEncoder, completion_json, done, error_event};
 use crate::error::GatewayError;
-use crate::pipeline::{CallEvent, ChatRequest};
+use crate::pipeline::{CacheMode, CallEvent, ChatRequest, validate_meta, validate_tenant_id};
 
 fn header_str(headers: &HeaderMap, name: &str) -> Result<Option<String>, GatewayError> {
     match headers.get(name) {
@@ -83,6 +83,45 @@ pub(crate) async fn chat_completions(
         req.session_id = header_str(&headers, "x-pgw-session-id")?;
         req.parent_call_id = header_str(&headers, "x-pgw-parent-call-id")?;
         req.call_deadline = deadline_header(&headers)?;
+        if let Some(t) = headers.get("x-pgw-tenant-id") {
+            let t = t.to_str().map_err(|_| {
+                GatewayError::invalid(
+                    "x-pgw-tenant-id",
+                    "header `x-pgw-tenant-id` must be visible ASCII",
+                )
+            })?;
+            validate_tenant_id("x-pgw-tenant-id", t)?;
+            req.tenant_id = Some(t.to_string());
+        }
+        if let Some(m) = headers.get("x-pgw-meta") {
+            let parsed: Option<serde_json::Map<String, serde_json::Value>> =
+                m.to_str().ok().and_then(|s| serde_json::from_str(s).ok());
+            let Some(map) = parsed else {
+                return Err(GatewayError::invalid(
+                    "x-pgw-meta",
+                    "header `x-pgw-meta` must be a JSON object",
+                ));
+            };
+            validate_meta("x-pgw-meta", &map)?;
+            req.meta = Some(map);
+        }
+        if let Some(ns) = header_str(&headers, "x-pgw-cache-namespace")? {
+            req.cache_namespace = Some(ns);
+        }
+        if let Some(salt) = headers.get("x-pgw-cache-salt") {
+            // An empty salt is a real salt.
+            let salt = salt.to_str().map_err(|_| {
+                GatewayError::invalid(
+                    "x-pgw-cache-salt",
+                    "header `x-pgw-cache-salt` must be visible ASCII",
+                )
+            })?;
+            req.cache_salt = Some(salt.to_string());
+        }
+        if let Some(mode) = header_str(&headers, "x-pgw-cache")? {
+            req.cache_mode = CacheMode::parse(&mode)?;
+        }
+        req.structured_strategy = header_str(&headers, "x-pgw-structured-strategy")?;
         Ok(())
     })();
     if let Err(e) = extra {

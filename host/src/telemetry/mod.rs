@@ -17,6 +17,8 @@ pub trait Recorder: Send + Sync + 'static {
     fn record(&self, row: CallRow);
     /// Status for `/healthz`.
     fn status(&self) -> RecorderStatus;
+    /// Wait until every row enqueued before this call was written (or dropped).
+    fn flush(&self) -> futures_util::future::BoxFuture<'_, ()>;
 }
 
 /// A recorder's health, as shown in `/healthz`.
@@ -40,6 +42,9 @@ pub struct NoopRecorder {
 impl Recorder for NoopRecorder {
     fn record(&self, _row: CallRow) {
         self.seen.fetch_add(1, Ordering::Relaxed);
+    }
+    fn flush(&self) -> futures_util::future::BoxFuture<'_, ()> {
+        Box::pin(async {})
     }
     fn status(&self) -> RecorderStatus {
         RecorderStatus {

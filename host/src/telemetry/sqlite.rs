@@ -42,6 +42,11 @@ pub const SQLITE_DDL: &str = "CREATE TABLE IF NOT EXISTS llm_calls (
     created_at INTEGER NOT NULL
 )";
 
+enum Msg {
+    Row(Box<CallRow>),
+    Flush(tokio::sync::oneshot::Sender<()>),
+}
+
 struct Counters {
     written: AtomicU64,
     dropped: AtomicU64,
@@ -50,7 +55,7 @@ struct Counters {
 
 /// Telemetry into a SQLite file.
 pub struct SqliteRecorder {
-    tx: mpsc::Sender<CallRow>,
+    tx: mpsc::Sender<Msg>,
     counters: Arc<Counters>,
 }
 
@@ -79,9 +84,18 @@ impl SqliteRecorder {
 
 impl Recorder for SqliteRecorder {
     fn record(&self, row: CallRow) {
-        if self.tx.try_send(row).is_err() {
+        if self.tx.try_send(Msg::Row(Box::new(row))).is_err() {
             self.counters.dropped.fetch_add(1, Ordering::Relaxed);
         }
+    }
+
+    fn flush(&self) -> futures_util::future::BoxFuture<'_, ()> {
+        Box::pin(async move {
+            let (tx, rx) = tokio::sync::oneshot::channel();
+            if self.tx.send(Msg::Flush(tx)).await.is_ok() {
+                let _ = rx.await;
+            }
+        })
     }
 
     fn status(&self) -> RecorderStatus {
@@ -99,15 +113,28 @@ impl Recorder for SqliteRecorder {
     }
 }
 
-async fn writer(pool: SqlitePool, mut rx: mpsc::Receiver<CallRow>, counters: Arc<Counters>) {
-    let mut batch = Vec::with_capacity(BATCH);
+async fn writer(pool: SqlitePool, mut rx: mpsc::Receiver<Msg>, counters: Arc<Counters>) {
+    let mut batch: Vec<CallRow> = Vec::with_capacity(BATCH);
+    let mut flushes = Vec::new();
     while let Some(first) = rx.recv().await {
-        batch.push(first);
-        while batch.len() < BATCH {
-            match rx.try_recv() {
-                Ok(r) => batch.push(r),
-                Err(_) => break,
+        let mut next = Some(first);
+        while let Some(msg) = next.take() {
+            match msg {
+                Msg::Row(r) => batch.push(*r),
+                Msg::Flush(done) => {
+                    flushes.push(done);
+                    break;
+                }
             }
+            if batch.len() < BATCH {
+                next = rx.try_recv().ok();
+            }
+        }
+        if batch.is_empty() {
+            for f in flushes.drain(..) {
+                let _ = f.send(());
+            }
+            continue;
         }
         let n = batch.len() as u64;
         match insert_batch(&pool, &batch).await {
@@ -130,6 +157,9 @@ async fn writer(pool: SqlitePool, mut rx: mpsc::Receiver<CallRow>, counters: Arc
             }
         }
         batch.clear();
+        for f in flushes.drain(..) {
+            let _ = f.send(());
+        }
     }
 }
 

@@ -1,0 +1,73 @@
+//! Loading provider components: a component built for another contract version is refused
+//! with a message naming both versions; a component of another world is refused too; the
+//! first-party components describe themselves with the supported version.
+
+use polygateway::config::FirstParty;
+use polygateway::plugin::{
+    PluginEngine, PluginError, PluginLimits, ProviderComponent, SUPPORTED_CONTRACT_VERSIONS,
+    ThinkingStyle, builtin_provider_bytes,
+};
+
+fn component_exporting(name: &str) -> Vec<u8> {
+    wat::parse_str(format!(
+        r#"(component
+             (core module $m (func (export "describe")))
+             (core instance $i (instantiate $m))
+             (func $describe (canon lift (core func $i "describe")))
+             (instance $api (export "describe" (func $describe)))
+             (export "{name}" (instance $api)))"#
+    ))
+    .unwrap()
+}
+
+#[test]
+fn another_contract_version_is_refused_naming_both() {
+    let engine = PluginEngine::new(PluginLimits::default(), None).unwrap();
+    let bytes = component_exporting("polygateway:plugin/chat-provider@0.2.0");
+    let err = ProviderComponent::load(&engine, "future.wasm", &bytes).unwrap_err();
+    assert!(matches!(err, PluginError::Version { .. }), "{err:?}");
+    assert_eq!(
+        err.to_string(),
+        "plugin future.wasm exports polygateway:plugin/chat-provider@0.2.0; this host supports polygateway:plugin/chat-provider@0.1.0"
+    );
+}
+
+#[test]
+fn a_component_of_another_world_is_refused() {
+    let engine = PluginEngine::new(PluginLimits::default(), None).unwrap();
+    let bytes = component_exporting("acme:other/thing@1.0.0");
+    let err = ProviderComponent::load(&engine, "other.wasm", &bytes).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "cannot load plugin other.wasm: it does not export polygateway:plugin/chat-provider (is it a chat-provider component?)"
+    );
+    let err = ProviderComponent::load(&engine, "garbage.wasm", b"\0asm garbage").unwrap_err();
+    assert!(matches!(err, PluginError::Load { .. }), "{err:?}");
+}
+
+#[test]
+fn first_party_components_describe_themselves() {
+    let engine = PluginEngine::new(PluginLimits::default(), None).unwrap();
+    let mut seen = Vec::new();
+    for p in FirstParty::ALL {
+        let c = ProviderComponent::load(&engine, p.name(), builtin_provider_bytes(p)).unwrap();
+        let info = c.info();
+        assert_eq!(info.name, p.name());
+        assert_eq!(info.contract_version, SUPPORTED_CONTRACT_VERSIONS[0]);
+        assert!(info.capabilities.streaming);
+        seen.push((
+            info.name.clone(),
+            info.capabilities.native_json_schema,
+            matches!(info.capabilities.thinking, ThinkingStyle::ReasoningField),
+            info.capabilities.prefill_continuation,
+        ));
+    }
+    assert_eq!(
+        seen,
+        vec![
+            ("openai".to_string(), true, false, false),
+            ("deepseek".to_string(), false, true, true),
+            ("qwen".to_string(), true, true, true),
+        ]
+    );
+}
