@@ -2,7 +2,9 @@
 //! and back-off. Breaker, limiter, stall budget and deadline join here.
 
 mod backoff;
+pub mod clock;
 mod selector;
 
 pub use backoff::backoff_delay;
+pub use clock::{Clock, ManualClock, SharedClock, SystemClock};
 pub use selector::{RoundRobin, SourceSelector};
