@@ -5,6 +5,7 @@
 
 mod common;
 mod embedded;
+mod external_plugin;
 mod failover;
 mod golden;
 mod plugin_load;
