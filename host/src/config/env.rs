@@ -297,31 +297,10 @@ pub fn settings_from_vars(
         let call_deadline = keys
             .get("CALL_DEADLINE_S")
             .and_then(|(key, v)| parse_seconds(key, v, false, &mut problems));
-        for (sub, allowed) in [
-            ("QUOTA_FULL", &["wait", "fail_fast"][..]),
-            ("CIRCUIT_OPEN", &["fail_fast", "wait"][..]),
-        ] {
-            if let Some((key, v)) = keys.get(sub)
-                && !allowed.contains(&v.trim())
-            {
-                problems.add(
-                    key,
-                    format!("expected one of {}, got `{v}`", allowed.join("|")),
-                );
-            }
-        }
+        let governance = parse_governance(scope_name, keys, &mut problems);
         let other = keys
             .iter()
-            .filter(|(k, _)| {
-                !matches!(
-                    k.as_str(),
-                    "ALIASES"
-                        | "RETRY__MAX_ATTEMPTS"
-                        | "RETRY__BASE_DELAY_S"
-                        | "RETRY__MAX_DELAY_S"
-                        | "CALL_DEADLINE_S"
-                )
-            })
+            .filter(|(k, _)| k.starts_with("CACHE__") || k.starts_with("STRUCTURED__"))
             .map(|(k, (_, v))| (k.clone(), v.clone()))
             .collect();
         scopes.push(ScopeSettings {
@@ -330,6 +309,7 @@ pub fn settings_from_vars(
             sources: parsed_sources,
             retry,
             call_deadline,
+            governance,
             other,
         });
     }
@@ -355,6 +335,95 @@ pub fn settings_from_vars(
             Err(ConfigError::Invalid(list))
         }
     }
+}
+
+fn parse_governance(
+    scope: &str,
+    keys: &BTreeMap<String, (String, String)>,
+    problems: &mut Problems,
+) -> GovernanceSettings {
+    let mut g = GovernanceSettings::default();
+    let int = |sub: &str, min: u64, problems: &mut Problems| -> Option<u64> {
+        let (key, v) = keys.get(sub)?;
+        match v.trim().parse::<u64>() {
+            Ok(n) if n >= min => Some(n),
+            _ => {
+                problems.add(key, format!("expected an integer ≥ {min}, got `{v}`"));
+                None
+            }
+        }
+    };
+    let secs = |sub: &str, problems: &mut Problems| -> Option<Duration> {
+        let (key, v) = keys.get(sub)?;
+        parse_seconds(key, v, false, problems)
+    };
+    let small = |n: u64| u32::try_from(n).unwrap_or(u32::MAX);
+    if let Some(n) = int("BREAKER__FAIL_THRESHOLD", 1, problems) {
+        g.fail_threshold = small(n);
+    }
+    if let Some(d) = secs("BREAKER__COOLDOWN_S", problems) {
+        g.cooldown = d;
+    }
+    g.max_cooldown =
+        secs("BREAKER__MAX_COOLDOWN_S", problems).unwrap_or_else(|| g.max_cooldown.max(g.cooldown));
+    if g.max_cooldown < g.cooldown {
+        problems.add(
+            &format!("{scope}__BREAKER__MAX_COOLDOWN_S"),
+            "must be ≥ BREAKER__COOLDOWN_S",
+        );
+    }
+    if let Some((key, v)) = keys.get("BREAKER__FAIL_RATE") {
+        match v.trim().parse::<f64>() {
+            Ok(x) if x.is_finite() && x > 0.0 && x <= 1.0 => g.fail_rate = x,
+            _ => problems.add(key, format!("expected a number in (0, 1], got `{v}`")),
+        }
+    }
+    if let Some(n) = int("BREAKER__MIN_CALLS", 1, problems) {
+        g.min_calls = small(n);
+    }
+    if let Some(d) = secs("BACKPRESSURE__STALL_WINDOW_S", problems) {
+        g.stall_window = d;
+    }
+    for (sub, target) in [("QUOTA_FULL", 0), ("CIRCUIT_OPEN", 1)] {
+        if let Some((key, v)) = keys.get(sub) {
+            let p = match v.trim() {
+                "wait" => WaitPolicy::Wait,
+                "fail_fast" => WaitPolicy::FailFast,
+                _ => {
+                    problems.add(key, format!("expected wait|fail_fast, got `{v}`"));
+                    continue;
+                }
+            };
+            if target == 0 {
+                g.quota_full = p;
+            } else {
+                g.circuit_open = p;
+            }
+        }
+    }
+    if let Some(n) = int("GLOBAL__MAX_CONCURRENCY", 0, problems) {
+        g.global_max_concurrency = small(n);
+    }
+    if let Some(n) = int("GLOBAL__RPM", 0, problems) {
+        g.global_rpm = small(n);
+    }
+    if let Some(n) = int("GLOBAL__TPM", 0, problems) {
+        g.global_tpm = n;
+    }
+    if let Some((key, v)) = keys.get("SELECTOR") {
+        let v = v.trim();
+        if ["health-aware", "round-robin", "least-inflight"].contains(&v) || v.ends_with(".wasm") {
+            g.selector = v.to_string();
+        } else {
+            problems.add(
+                key,
+                format!(
+                    "expected health-aware|round-robin|least-inflight or a .wasm path, got `{v}`"
+                ),
+            );
+        }
+    }
+    g
 }
 
 fn parse_process(

@@ -7,6 +7,6 @@ mod settings;
 pub use env::{ConfigError, ConfigProblem, load_dotenv, settings_from_env, settings_from_vars};
 pub use settings::PROTECTED_BODY_KEYS;
 pub use settings::{
-    FirstParty, MissingDone, PluginRef, ProcessSettings, RetrySettings, ScopeSettings, Settings,
-    SourceSettings, TelemetryBackend, TimeoutSettings,
+    FirstParty, GovernanceSettings, MissingDone, PluginRef, ProcessSettings, RetrySettings,
+    ScopeSettings, Settings, SourceSettings, TelemetryBackend, TimeoutSettings, WaitPolicy,
 };

@@ -76,8 +76,70 @@ pub struct ScopeSettings {
     pub retry: RetrySettings,
     /// `{SCOPE}__CALL_DEADLINE_S`: one hard bound around the whole call.
     pub call_deadline: Option<Duration>,
+    /// Admission policies, breaker tuning, global limits, stall window, selector.
+    pub governance: GovernanceSettings,
     /// Scope keys recognised but consumed by later layers (breaker, limiter, cache, …).
     pub other: BTreeMap<String, String>,
+}
+
+/// What to do when an admission gate says no (reference §7.3, §7.4 issue-14).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WaitPolicy {
+    /// Wait (sleeping to the known deadline, clamped to the stall budget).
+    Wait,
+    /// Fail at once with 503.
+    FailFast,
+}
+
+/// `{SCOPE}__BREAKER__*`, `{SCOPE}__QUOTA_FULL`, `{SCOPE}__CIRCUIT_OPEN`,
+/// `{SCOPE}__BACKPRESSURE__STALL_WINDOW_S`, `{SCOPE}__GLOBAL__*`, `{SCOPE}__SELECTOR`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GovernanceSettings {
+    /// Consecutive failures that open a source's breaker (default 5).
+    pub fail_threshold: u32,
+    /// Base open time (default 30 s).
+    pub cooldown: Duration,
+    /// Cap of the growing open time (default max(300 s, cooldown)).
+    pub max_cooldown: Duration,
+    /// Failure rate that opens it over the window (default 0.6).
+    pub fail_rate: f64,
+    /// Fewest calls in the window before the rate counts (default 10).
+    pub min_calls: u32,
+    /// Quota full: wait (default) or fail fast.
+    pub quota_full: WaitPolicy,
+    /// Every source's breaker open: fail fast (default) or wait.
+    pub circuit_open: WaitPolicy,
+    /// Longest non-productive waiting before a call fails with `stalled` (default 300 s).
+    pub stall_window: Duration,
+    /// `{SCOPE}__GLOBAL__MAX_CONCURRENCY|RPM|TPM` (0 = gate off).
+    pub global_max_concurrency: u32,
+    pub global_rpm: u32,
+    pub global_tpm: u64,
+    /// Length of the RPM/TPM sliding window (60 s; tests shrink it through `Settings`).
+    pub rate_window: Duration,
+    /// `{SCOPE}__SELECTOR`: a first-party selector name or a `.wasm` path (default
+    /// `health-aware`).
+    pub selector: String,
+}
+
+impl Default for GovernanceSettings {
+    fn default() -> Self {
+        Self {
+            fail_threshold: 5,
+            cooldown: Duration::from_secs(30),
+            max_cooldown: Duration::from_secs(300),
+            fail_rate: 0.6,
+            min_calls: 10,
+            quota_full: WaitPolicy::Wait,
+            circuit_open: WaitPolicy::FailFast,
+            stall_window: Duration::from_secs(300),
+            global_max_concurrency: 0,
+            global_rpm: 0,
+            global_tpm: 0,
+            rate_window: Duration::from_secs(60),
+            selector: "health-aware".into(),
+        }
+    }
 }
 
 /// `{SCOPE}__RETRY__*` (reference §7.2).

@@ -2,8 +2,11 @@
 //! and back-off. Breaker, limiter, stall budget and deadline join here.
 
 mod backoff;
+pub mod breaker;
 pub mod clock;
 mod selector;
+pub mod stall;
+pub mod stats;
 
 pub use backoff::backoff_delay;
 pub use clock::{Clock, ManualClock, SharedClock, SystemClock};
