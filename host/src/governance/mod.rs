@@ -4,6 +4,7 @@
 mod backoff;
 pub mod breaker;
 pub mod clock;
+pub mod limiter;
 mod selector;
 pub mod stall;
 pub mod stats;
