@@ -1,5 +1,6 @@
 //! Builds the first-party plugin components (`plugins/`, a separate cargo workspace) for
-//! `wasm32-wasip2` and copies them into `OUT_DIR`, where `plugin::builtin` embeds them.
+//! `wasm32-wasip2` and copies them into `OUT_DIR`, where `plugin::builtin` embeds them:
+//! three providers and three source selectors.
 //!
 //! The guest build runs with its own target dir (`<target>/wasm-plugins`) and a cleaned
 //! environment, so the host's RUSTFLAGS, wrappers (clippy, coverage) and target never leak in.
@@ -7,7 +8,26 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-const COMPONENTS: [&str; 3] = ["openai", "deepseek", "qwen"];
+/// The component files (`<name>.wasm`) built and embedded: providers, then selectors.
+const COMPONENTS: [&str; 6] = [
+    "openai",
+    "deepseek",
+    "qwen",
+    "health_aware",
+    "round_robin",
+    "least_inflight",
+];
+
+/// The crates of the plugin workspace whose sources the components are built from.
+const CRATE_DIRS: [&str; 7] = [
+    "sdk",
+    "openai",
+    "deepseek",
+    "qwen",
+    "health-aware",
+    "round-robin",
+    "least-inflight",
+];
 
 fn main() {
     if let Err(e) = run() {
@@ -34,7 +54,7 @@ fn run() -> Result<(), String> {
         "cargo::rerun-if-changed={}",
         plugins.join("Cargo.lock").display()
     );
-    for dir in ["sdk", "openai", "deepseek", "qwen"] {
+    for dir in CRATE_DIRS {
         println!("cargo::rerun-if-changed={}", plugins.join(dir).display());
     }
     println!("cargo::rerun-if-env-changed=PGW_PLUGIN_TARGET_DIR");

@@ -9,13 +9,16 @@ mod builtin;
 mod engine;
 mod error;
 mod provider;
+mod selector;
 mod state;
 mod wire;
 
 pub use builtin::builtin_provider_bytes;
+pub use builtin::{BUILTIN_SELECTORS, builtin_selector_bytes};
 pub use engine::{PluginEngine, PluginLimits};
 pub use error::PluginError;
 pub use provider::{ProviderComponent, ProviderInstance, StreamParser};
+pub use selector::{Candidate, SelectSource, SelectorComponent, SelectorInfo};
 pub use wire::{
     AuthScheme, BuildError, Capabilities, ChatRequest as PluginChatRequest, ClassifiedError, Delta,
     ErrorClass, FinishReason, Header, HttpRequest, PluginInfo, SourceInfo, SseEvent, ThinkingStyle,

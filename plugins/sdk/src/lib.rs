@@ -1,6 +1,6 @@
 //! PolyGateway guest SDK: the WIT bindings of the plugin contract
-//! (`polygateway:plugin@0.1.0`, world `provider`) and the building blocks of an
-//! OpenAI-compatible provider component — request bodies, SSE and response parsing, error
+//! (`polygateway:plugin@0.1.0`, worlds `provider` and `selector`) and the building blocks of
+//! an OpenAI-compatible provider component — request bodies, SSE and response parsing, error
 //! classification, a `<think>` splitter — as plain Rust that also runs natively in tests.
 //!
 //! A provider component is a few dozen lines:
@@ -23,6 +23,23 @@
 //! polygateway_plugin_sdk::export_provider!(OpenAi);
 //! ```
 //!
+//! A source selector is a few lines too (see [`Selector`]):
+//!
+//! ```
+//! use polygateway_plugin_sdk::{Selector, SelectorCandidate, available};
+//!
+//! struct First;
+//!
+//! impl Selector for First {
+//!     const NAME: &'static str = "first";
+//!     fn choose(candidates: &[SelectorCandidate], _seed: u64) -> Option<u32> {
+//!         available(candidates).next().map(|c| c.index)
+//!     }
+//! }
+//!
+//! polygateway_plugin_sdk::export_selector!(First);
+//! ```
+//!
 //! Units: token counts are model tokens, times are milliseconds (`-ms`), bodies are bytes.
 
 pub mod bindings;
@@ -33,6 +50,8 @@ pub mod golden;
 mod provider;
 pub mod request;
 mod response;
+mod selector;
+pub mod selector_bindings;
 mod stream;
 mod think;
 
@@ -47,6 +66,11 @@ pub use classify::{classify_error_object, classify_http_error};
 pub use fields::{finish_reason_from_str, usage_from_json};
 pub use provider::{Provider, ProviderStreamParser};
 pub use response::parse_chat_response;
+pub use selector::{Selector, SplitMix64, available, weight_of};
+pub use selector_bindings::export_selector;
+pub use selector_bindings::exports::polygateway::plugin::source_selector::{
+    Candidate as SelectorCandidate, Guest as SelectorGuest, SelectorInfo,
+};
 pub use stream::ChatStreamParser;
 pub use think::ThinkSplitter;
 
