@@ -8,6 +8,7 @@ mod embedded;
 mod external_plugin;
 mod failover;
 mod golden;
+mod governance;
 mod plugin_load;
 mod proxy_basics;
 mod sdk;

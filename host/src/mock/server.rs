@@ -260,6 +260,28 @@ fn usage_json(step: &Step, req: &Value, completion: u64, reasoning: Option<u64>)
     u
 }
 
+/// A prefill-continuation request (the last message is an assistant message marked
+/// `prefix: true` (DeepSeek) or `partial: true` (Qwen)): the text to continue from.
+pub(crate) fn prefill_of(req: &Value) -> Option<&str> {
+    let last = req.get("messages")?.as_array()?.last()?;
+    let marked = last.get("prefix") == Some(&Value::Bool(true))
+        || last.get("partial") == Some(&Value::Bool(true));
+    if last.get("role")?.as_str()? == "assistant" && marked {
+        last.get("content")?.as_str()
+    } else {
+        None
+    }
+}
+
+/// The text to answer: the scripted content, minus a prefill it starts with (a model
+/// continuing a partial answer produces only the remainder).
+fn answer_text(step: &Step, req: &Value) -> String {
+    match prefill_of(req) {
+        Some(p) if step.content.starts_with(p) => step.content[p.len()..].to_string(),
+        _ => step.content.clone(),
+    }
+}
+
 async fn respond(step: Step, req: &Value, guard: HitGuard) -> Response {
     let status = StatusCode::from_u16(step.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     if step.first_token_delay_ms > 0 && !status.is_success() {
@@ -283,7 +305,8 @@ async fn respond(step: Step, req: &Value, guard: HitGuard) -> Response {
         .unwrap_or("mock-model")
         .to_string();
     let stream = req.get("stream").and_then(Value::as_bool).unwrap_or(false);
-    let pieces = split_text(&step.content, step.chunks);
+    let content = answer_text(&step, req);
+    let pieces = split_text(&content, step.chunks);
     let reasoning_pieces = step
         .reasoning
         .as_deref()
@@ -298,12 +321,12 @@ async fn respond(step: Step, req: &Value, guard: HitGuard) -> Response {
         if step.first_token_delay_ms > 0 {
             tokio::time::sleep(Duration::from_millis(step.first_token_delay_ms)).await;
         }
-        let mut message = json!({"role": "assistant", "content": step.content});
+        let mut message = json!({"role": "assistant", "content": content});
         if let Some(r) = &step.reasoning {
             match step.reasoning_style {
                 ReasoningStyle::Field => message["reasoning_content"] = json!(r),
                 ReasoningStyle::ThinkTags => {
-                    message["content"] = json!(format!("<think>{r}</think>{}", step.content))
+                    message["content"] = json!(format!("<think>{r}</think>{content}"))
                 }
             }
         }

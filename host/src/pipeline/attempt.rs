@@ -283,11 +283,19 @@ async fn run_inner(
     }
 
     // Streamed answer.
+    let continuing = preq.prefill.is_some();
+    if !st.committed {
+        st.sent_content.clear();
+        st.sent_tool_calls = false;
+    }
     let mut parser = instance.into_stream_parser(&source.info)?;
     let mut framer = SseFramer::new();
     let mut framed = Vec::new();
     let mut batch: Vec<SseEvent> = Vec::new();
-    let mut pending: Vec<Delta> = Vec::new();
+    let mut fwd = Forwarding {
+        pending: Vec::new(),
+        continuing,
+    };
     loop {
         let (deadline, kind) = wd.next_deadline();
         let waited = Instant::now();
@@ -312,7 +320,7 @@ async fn run_inner(
             Err(c) => return Err(classified_failure(c)),
         };
         batch.clear();
-        handle_deltas(deltas, &mut acc, wd, st, sink, &mut pending, source).await?;
+        handle_deltas(deltas, &mut acc, wd, st, sink, &mut fwd, source).await?;
         if acc.done {
             break;
         }
@@ -330,16 +338,16 @@ async fn run_inner(
                 Ok(d) => d,
                 Err(c) => return Err(classified_failure(c)),
             };
-            handle_deltas(deltas, &mut acc, wd, st, sink, &mut pending, source).await?;
+            handle_deltas(deltas, &mut acc, wd, st, sink, &mut fwd, source).await?;
         }
     }
     let rest = parser.finish()?;
-    handle_deltas(rest, &mut acc, wd, st, sink, &mut pending, source).await?;
+    handle_deltas(rest, &mut acc, wd, st, sink, &mut fwd, source).await?;
     drop(parser);
 
     let mut salvaged = false;
     if !acc.done {
-        if acc.is_empty_completion() {
+        if acc.is_empty_completion() && !continuing {
             return Err(transient(
                 "stream ended before any answer (early EOF)",
                 "broken_stream",
@@ -352,12 +360,12 @@ async fn run_inner(
             MissingDone::Salvage => salvaged = true,
         }
     }
-    if acc.is_empty_completion() {
+    if acc.is_empty_completion() && !continuing {
         return Err(transient("empty completion", "empty_completion"));
     }
     // Whatever is still pending (e.g. only a role delta before a tool call) goes out now.
-    if !pending.is_empty() {
-        sink.commit(st, source, &acc, &mut pending).await?;
+    if !fwd.pending.is_empty() {
+        sink.commit(st, source, &acc, &mut fwd.pending).await?;
     }
     let usage_source = match (&acc.usage, salvaged) {
         (None, _) => UsageSource::Unavailable,
@@ -388,15 +396,22 @@ fn classified_failure(c: crate::plugin::ClassifiedError) -> AttemptFailure {
     })
 }
 
+/// Deltas held until the call commits, and whether this attempt continues a stream.
+struct Forwarding {
+    pending: Vec<Delta>,
+    continuing: bool,
+}
+
 async fn handle_deltas(
     deltas: Vec<Delta>,
     acc: &mut Accumulator,
     wd: &mut Watchdog,
     st: &mut CallState,
     sink: &mut Sink,
-    pending: &mut Vec<Delta>,
+    fwd: &mut Forwarding,
     source: &SourceRuntime,
 ) -> Result<(), SinkClosed> {
+    let continuing = fwd.continuing;
     if deltas.is_empty() {
         return Ok(());
     }
@@ -414,15 +429,22 @@ async fn handle_deltas(
                 | Delta::ToolCall(_)
                 | Delta::Finish(_)
         );
-        if !forward || !sink.forwards() {
+        // A continuation streams only the remainder: no second role, no new reasoning.
+        let repeat = continuing && matches!(d, Delta::Role(_) | Delta::Reasoning(_));
+        if !forward || repeat || !sink.forwards() {
             continue;
+        }
+        match &d {
+            Delta::Content(c) => st.sent_content.push_str(c),
+            Delta::ToolCall(_) => st.sent_tool_calls = true,
+            _ => {}
         }
         if st.committed {
             sink.send_delta(d).await?;
         } else {
-            pending.push(d);
+            fwd.pending.push(d);
             if token {
-                sink.commit(st, source, acc, pending).await?;
+                sink.commit(st, source, acc, &mut fwd.pending).await?;
             }
         }
     }

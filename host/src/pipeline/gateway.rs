@@ -10,7 +10,12 @@ use tokio::sync::mpsc;
 
 use crate::config::{PluginRef, ScopeSettings, Settings, SourceSettings, TelemetryBackend};
 use crate::error::GatewayError;
-use crate::governance::{RoundRobin, SourceSelector};
+use crate::governance::breaker::{BreakerBackend, BreakerConfig, MemoryBreaker};
+use crate::governance::limiter::{
+    AdaptivePacer, LimiterBackend, LimiterConfig, Limits, MemoryLimiter,
+};
+use crate::governance::stats::{ScopeProgress, SourceStats};
+use crate::governance::{RoundRobin, SharedClock, SourceSelector, SystemClock};
 use crate::plugin::{
     PluginEngine, PluginError, PluginLimits, ProviderComponent, SourceInfo, builtin_provider_bytes,
 };
@@ -72,11 +77,71 @@ impl SourceRuntime {
     }
 }
 
-/// A scope ready to serve.
+/// A scope ready to serve: its sources and the governance state of each.
 pub(crate) struct ScopeRuntime {
     pub settings: ScopeSettings,
     pub sources: Vec<SourceRuntime>,
     pub selector: Box<dyn SourceSelector>,
+    pub breaker: Arc<dyn BreakerBackend>,
+    pub limiter: Arc<dyn LimiterBackend>,
+    /// Per source, same order as `sources`.
+    pub stats: Vec<SourceStats>,
+    pub pacers: Vec<AdaptivePacer>,
+    pub progress: ScopeProgress,
+    pub clock: SharedClock,
+}
+
+impl ScopeRuntime {
+    fn new(settings: ScopeSettings, sources: Vec<SourceRuntime>, clock: SharedClock) -> Self {
+        let g = &settings.governance;
+        let names: Vec<(Arc<str>, u32)> = sources
+            .iter()
+            .map(|s| (s.settings.name.clone(), s.settings.max_concurrency))
+            .collect();
+        let longest_attempt_ms = sources
+            .iter()
+            .map(|s| s.settings.timeouts.total.as_millis() as u64)
+            .max()
+            .unwrap_or(120_000);
+        let breaker_cfg = BreakerConfig {
+            fail_threshold: g.fail_threshold,
+            cooldown_ms: g.cooldown.as_millis() as u64,
+            max_cooldown_ms: g.max_cooldown.as_millis() as u64,
+            fail_rate: g.fail_rate,
+            min_calls: g.min_calls,
+            bucket_ms: 30_000,
+            // A probe that dies frees the half-open slot after this lease.
+            probe_ttl_ms: (2 * longest_attempt_ms).max(g.cooldown.as_millis() as u64),
+        };
+        let limiter_cfg = LimiterConfig {
+            window_ms: g.rate_window.as_millis() as u64,
+            // The lease must outlive the longest attempt.
+            lease_ttl_ms: longest_attempt_ms + 5_000,
+            global: Limits {
+                max_concurrency: g.global_max_concurrency,
+                rpm: g.global_rpm,
+                tpm: g.global_tpm,
+            },
+            sources: sources
+                .iter()
+                .map(|s| (s.settings.name.clone(), Limits::from_source(&s.settings)))
+                .collect(),
+        };
+        Self {
+            breaker: Arc::new(MemoryBreaker::new(breaker_cfg, clock.clone(), &names)),
+            limiter: Arc::new(MemoryLimiter::new(limiter_cfg, clock.clone())),
+            stats: sources.iter().map(|_| SourceStats::default()).collect(),
+            pacers: sources
+                .iter()
+                .map(|s| AdaptivePacer::new(s.settings.max_concurrency))
+                .collect(),
+            progress: ScopeProgress::default(),
+            selector: Box::new(RoundRobin::default()),
+            clock,
+            settings,
+            sources,
+        }
+    }
 }
 
 pub(crate) struct Inner {
@@ -111,6 +176,15 @@ impl Gateway {
 
     /// Start from explicit settings: load plugins, open telemetry, build clients.
     pub async fn from_settings(settings: Settings) -> Result<Self, StartError> {
+        Self::from_settings_with_clock(settings, SystemClock::shared()).await
+    }
+
+    /// Like `from_settings`, with the clock of the governance state (breaker, limiter,
+    /// stall budget) injected — tests drive cooldowns and windows with a `ManualClock`.
+    pub async fn from_settings_with_clock(
+        settings: Settings,
+        clock: SharedClock,
+    ) -> Result<Self, StartError> {
         let limits = PluginLimits {
             call_timeout: settings.process.plugin_timeout,
             memory_bytes: settings.process.plugin_memory_bytes,
@@ -145,11 +219,7 @@ impl Gateway {
                     settings: s.clone(),
                 });
             }
-            scopes.push(ScopeRuntime {
-                settings: scope.clone(),
-                sources,
-                selector: Box::new(RoundRobin::default()),
-            });
+            scopes.push(ScopeRuntime::new(scope.clone(), sources, clock.clone()));
         }
         let recorder: SharedRecorder = match &settings.process.telemetry {
             TelemetryBackend::None => Arc::new(NoopRecorder::default()),
@@ -194,10 +264,29 @@ impl Gateway {
             .scopes
             .iter()
             .map(|s| {
+                let limiter = s.limiter.snapshot();
+                let usage = |u: &crate::governance::limiter::GateUsage| {
+                    json!({
+                        "in_flight": u.in_flight,
+                        "requests_in_window": u.requests_in_window,
+                        "tokens_in_window": u.tokens_in_window,
+                        "max_concurrency": u.limits.max_concurrency,
+                        "rpm": u.limits.rpm,
+                        "tpm": u.limits.tpm,
+                    })
+                };
+                let now = s.clock.now_ms();
                 let sources: Vec<_> = s
                     .sources
                     .iter()
-                    .map(|src| {
+                    .enumerate()
+                    .map(|(i, src)| {
+                        let breaker = s.breaker.snapshot(&src.settings.name);
+                        let limits = limiter
+                            .sources
+                            .iter()
+                            .find(|(n, _)| *n == src.settings.name)
+                            .map(|(_, u)| usage(u));
                         json!({
                             "name": &*src.settings.name,
                             "provider": &*src.settings.provider,
@@ -205,12 +294,30 @@ impl Gateway {
                             "plugin": src.component.info().name,
                             "plugin_origin": src.component.origin(),
                             "idle_instances": src.component.idle_instances(),
+                            "breaker": breaker.as_ref().map(|b| b.state.as_str()),
+                            "cooldown_remaining_s": breaker.as_ref().map(|b| b.retry_after_ms as f64 / 1000.0),
+                            "consecutive_failures": breaker.as_ref().map(|b| b.consecutive_failures),
+                            "in_flight": s.stats[i].in_flight(),
+                            "success_ewma": s.stats[i].success_ewma(),
+                            "latency_ewma_ms": s.stats[i].latency_ewma_ms(),
+                            "pacer_limit": s.pacers[i].limit(),
+                            "memo_cooldown_s": s.stats[i].cooldown_remaining_ms(now) as f64 / 1000.0,
+                            "limiter": limits,
                         })
                     })
                     .collect();
                 (
                     s.settings.name.to_string(),
-                    json!({ "aliases": s.settings.aliases, "sources": sources }),
+                    json!({
+                        "aliases": s.settings.aliases,
+                        "sources": sources,
+                        "limiter": {
+                            "global": usage(&limiter.global),
+                            "window_s": limiter.window_ms as f64 / 1000.0,
+                            "expired_leases": limiter.expired_leases,
+                            "settle_failures": limiter.settle_failures,
+                        },
+                    }),
                 )
             })
             .collect();

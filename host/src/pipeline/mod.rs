@@ -1,6 +1,7 @@
 //! The call pipeline (DESIGN §3): telemetry → deadline → retry loop → attempt. Later layers
 //! (cache, structured output) slot in between without touching the loop.
 
+mod admission;
 mod attempt;
 mod gateway;
 mod request;

@@ -287,13 +287,11 @@ impl ChatRequest {
         if let Some(m) = &self.meta {
             validate_meta("meta", m)?;
         }
-        if let Some(d) = self.call_deadline {
-            if d.is_zero() {
-                return Err(GatewayError::invalid(
-                    "call_deadline",
-                    "the call deadline must be > 0",
-                ));
-            }
+        if self.call_deadline.is_some_and(|d| d.is_zero()) {
+            return Err(GatewayError::invalid(
+                "call_deadline",
+                "the call deadline must be > 0",
+            ));
         }
         for key in crate::config::PROTECTED_BODY_KEYS {
             if self.overlay.contains_key(key) {

@@ -13,9 +13,13 @@ use tokio::time::Instant;
 
 use crate::error::{GatewayError, UnavailableReason};
 use crate::governance::backoff_delay;
+use crate::governance::breaker::Outcome;
+use crate::governance::limiter::FailureKind;
+use crate::governance::stall::StallBudget;
 use crate::plugin::{Delta, ErrorClass, PluginChatRequest};
 use crate::telemetry::{CallRow, RowKind, UsageSource};
 
+use super::admission::{self, Admitted, CallAdmission};
 use super::attempt::{self, AttemptAnswer, AttemptFailure, AttemptMetrics};
 use super::gateway::{Inner, ScopeRuntime, SourceRuntime};
 use super::request::ChatRequest;
@@ -117,6 +121,12 @@ pub(crate) struct CallState {
     pub created_at_ms: i64,
     pub attempts: u32,
     pub committed: bool,
+    /// Answer text already forwarded to the client (the prefill of a continuation).
+    pub sent_content: String,
+    /// A tool-call fragment was forwarded (such a stream cannot be continued).
+    pub sent_tool_calls: bool,
+    /// Answer text forwarded by earlier attempts of a continued stream.
+    pub sent_content_before: String,
     /// Time spent waiting on the upstream (excluded from the overhead).
     pub upstream_wait: Duration,
     /// Time spent in back-off sleeps (excluded from the overhead).
@@ -136,6 +146,9 @@ impl CallState {
             created_at_ms: now.as_millis() as i64,
             attempts: 0,
             committed: false,
+            sent_content: String::new(),
+            sent_tool_calls: false,
+            sent_content_before: String::new(),
             upstream_wait: Duration::ZERO,
             sleeping: Duration::ZERO,
             last_source: None,
@@ -257,7 +270,7 @@ async fn retry_loop(
     st: &mut CallState,
     sink: &mut Sink,
 ) -> Result<ChatResponse, GatewayError> {
-    let preq = PluginChatRequest {
+    let mut preq = PluginChatRequest {
         messages_json: serde_json::to_string(&req.messages)
             .map_err(|e| GatewayError::invalid("messages", e.to_string()))?,
         overlay_json: serde_json::to_string(&req.overlay)
@@ -267,44 +280,77 @@ async fn retry_loop(
     };
     let retry = scope.settings.retry;
     let n = scope.sources.len();
-    let mut skipped = vec![false; n];
-    let mut per_source: BTreeMap<String, String> = BTreeMap::new();
+    let mut call = CallAdmission {
+        excluded: vec![false; n],
+        stall: StallBudget::new(scope.settings.governance.stall_window),
+        per_source: BTreeMap::new(),
+        last_message: String::from("no attempt was made"),
+    };
+    // Attempts that count against RETRY__MAX_ATTEMPTS (429s do not: they spend the stall
+    // budget instead, reference §7.3 issue-8).
+    let mut counted: u32 = 0;
     let mut backoffs: u32 = 0;
-    let mut last_message = String::from("no attempt was made");
     let mut last_retry_after: Option<Duration> = None;
+    // The failure that broke a started stream, reported if no continuation succeeds.
+    let mut interrupted: Option<(String, String)> = None;
     loop {
-        let available: Vec<usize> = (0..n).filter(|&i| !skipped[i]).collect();
-        if available.is_empty() {
-            return Err(GatewayError::ScopeUnavailable {
-                scope: scope.settings.name.to_string(),
-                reason: UnavailableReason::NoSources,
-                retry_after_s: 0.0,
-                per_source_reasons: per_source,
-                message: format!("no source can serve this call; last error: {last_message}"),
-            });
-        }
-        if st.attempts >= retry.max_attempts {
+        if counted >= retry.max_attempts {
+            if let Some((source_name, message)) = interrupted {
+                return Err(GatewayError::StreamInterrupted {
+                    source_name,
+                    message,
+                });
+            }
             return Err(GatewayError::ScopeUnavailable {
                 scope: scope.settings.name.to_string(),
                 reason: UnavailableReason::RetryExhausted,
                 retry_after_s: last_retry_after.map(|d| d.as_secs_f64()).unwrap_or(0.0),
-                per_source_reasons: per_source,
+                per_source_reasons: call.per_source,
                 message: format!(
-                    "{} attempts failed; last error: {last_message}",
-                    st.attempts
+                    "{counted} attempts failed; last error: {}",
+                    call.last_message
                 ),
             });
         }
-        let idx = scope.selector.pick(&available, st.last_source);
-        let Some(source) = scope.sources.get(idx) else {
-            return Err(GatewayError::Internal(format!(
-                "selector picked source #{idx} of {n}"
-            )));
+        let continuing = preq.prefill.is_some();
+        let can_continue = |i: usize| {
+            !continuing
+                || scope.sources[i]
+                    .component
+                    .info()
+                    .capabilities
+                    .prefill_continuation
         };
+        let admitted = match admission::admit(scope, &mut call, st.last_source, &can_continue).await
+        {
+            Ok(a) => a,
+            Err(e) => {
+                if let Some((source_name, message)) = interrupted {
+                    // No source can continue: report the original failure, never the
+                    // fallback's refusal (issue 3, item 7).
+                    return Err(GatewayError::StreamInterrupted {
+                        source_name,
+                        message,
+                    });
+                }
+                return Err(e);
+            }
+        };
+        let idx = admitted.idx;
+        let source = &scope.sources[idx];
+        let Admitted {
+            epoch,
+            mut probe,
+            mut permit,
+            _in_flight,
+            ..
+        } = admitted;
         st.last_source = Some(idx);
         st.attempts += 1;
         let attempt_id = uuid::Uuid::now_v7().to_string();
+        permit.transport_started();
         let (outcome, metrics) = attempt::run(inner, source, &preq, st, sink).await;
+        drop(_in_flight);
         inner.recorder.record(attempt_row(
             &attempt_id,
             scope,
@@ -314,11 +360,71 @@ async fn retry_loop(
             &outcome,
             &metrics,
         ));
+        let latency_ms = metrics.latency.as_secs_f64() * 1000.0;
+        let name = source.settings.name.to_string();
+        let is_probe = probe.is_probe();
+
+        // Bookkeeping: permit settlement (§6.3), breaker, stats, pacer.
+        let verdict = match &outcome {
+            Ok(answer) => {
+                match answer.acc.usage {
+                    Some(u) => permit.usage_known(u.prompt_tokens + u.completion_tokens),
+                    None => permit.transport_started(),
+                }
+                Some(Outcome::Success)
+            }
+            Err(AttemptFailure::Upstream(u)) => {
+                permit.failed(FailureKind::from(u.class));
+                Some(match (u.class, u.status) {
+                    (ErrorClass::Transient, Some(429)) => Outcome::RateLimited,
+                    (ErrorClass::Transient, _) => Outcome::Failure,
+                    (ErrorClass::SourceDead, _) => Outcome::SourceDead,
+                    (ErrorClass::RequestRejected, _) => Outcome::Success,
+                    (ErrorClass::ResultInvalid, _) => Outcome::ResultInvalid,
+                })
+            }
+            Err(_) => {
+                permit.failed(FailureKind::Unclassified);
+                None
+            }
+        };
+        permit.settle_now().await;
+        if let Some(v) = verdict {
+            if let Err(e) = scope.breaker.record(&name, v, epoch, is_probe).await {
+                // Bookkeeping after a finished call degrades to a warning (§7.3).
+                tracing::warn!(source = %name, error = %e, "breaker bookkeeping failed");
+            }
+            probe.reported();
+            let stats = &scope.stats[idx];
+            match v {
+                Outcome::Success | Outcome::ResultInvalid => {
+                    stats.observe(true, latency_ms);
+                    scope.pacers[idx].on_success();
+                }
+                Outcome::Failure | Outcome::SourceDead => stats.observe(false, latency_ms),
+                Outcome::RateLimited => {
+                    scope.pacers[idx].on_rate_limited(stats.in_flight() + 1);
+                }
+            }
+            if v == Outcome::SourceDead
+                && let Some(snap) = scope.breaker.snapshot(&name)
+            {
+                stats.cool_until(scope.clock.now_ms() + snap.retry_after_ms);
+            }
+        }
+        drop(probe);
+
         let failure = match outcome {
-            Ok(answer) => return Ok(response(scope, source, st, answer, metrics)),
+            Ok(mut answer) => {
+                scope.progress.mark(scope.clock.now_ms());
+                if continuing {
+                    answer.acc.content =
+                        format!("{}{}", st.sent_content_before, answer.acc.content);
+                }
+                return Ok(response(scope, source, st, answer, metrics));
+            }
             Err(f) => f,
         };
-        let name = source.settings.name.to_string();
         let up = match failure {
             AttemptFailure::SinkClosed => {
                 return Err(GatewayError::Internal("the client went away".into()));
@@ -336,20 +442,47 @@ async fn retry_loop(
                 });
             }
             AttemptFailure::Unsupported(m) => {
-                per_source.insert(name, "unsupported".into());
-                last_message = m;
-                skipped[idx] = true;
+                call.per_source.insert(name, "unsupported".into());
+                call.last_message = m;
+                call.excluded[idx] = true;
                 continue;
             }
             AttemptFailure::Upstream(u) => u,
         };
-        per_source.insert(name.clone(), up.short.to_string());
-        last_message = format!("{name}: {}", up.message);
+        call.per_source.insert(name.clone(), up.short.to_string());
+        call.last_message = format!("{name}: {}", up.message);
+        let rate_limited = up.class == ErrorClass::Transient && up.status == Some(429);
+        if !rate_limited {
+            counted += 1;
+        }
+
         if st.committed {
-            return Err(GatewayError::StreamInterrupted {
-                source_name: name,
-                message: up.message,
-            });
+            // Output already reached the client: continue on a source that supports
+            // prefill continuation, or end with the original failure.
+            if interrupted.is_none() {
+                interrupted = Some((name.clone(), up.message.clone()));
+            }
+            let retryable = matches!(up.class, ErrorClass::Transient | ErrorClass::SourceDead);
+            if up.class == ErrorClass::SourceDead {
+                call.excluded[idx] = true;
+            }
+            if (!retryable || st.sent_tool_calls || !sink.forwards())
+                && let Some((source_name, message)) = interrupted
+            {
+                return Err(GatewayError::StreamInterrupted {
+                    source_name,
+                    message,
+                });
+            }
+            if !continuing {
+                st.sent_content_before = st.sent_content.clone();
+            } else {
+                st.sent_content_before.push_str(&st.sent_content);
+            }
+            st.sent_content.clear();
+            preq.prefill = Some(st.sent_content_before.clone());
+            tracing::info!(source = %name, chars = st.sent_content_before.len(), "stream broke after output; trying a continuation");
+            continue;
         }
         match up.class {
             ErrorClass::RequestRejected => {
@@ -368,12 +501,12 @@ async fn retry_loop(
             }
             ErrorClass::SourceDead => {
                 // Switch at once, no back-off; this source is out for the rest of the call.
-                skipped[idx] = true;
+                call.excluded[idx] = true;
                 tracing::warn!(source = %name, scope = %scope.settings.name, "source dead: {}", up.message);
             }
             ErrorClass::Transient => {
                 last_retry_after = up.retry_after;
-                if st.attempts >= retry.max_attempts {
+                if counted >= retry.max_attempts {
                     continue; // reported as retry_exhausted at the top of the loop
                 }
                 let delay = backoff_delay(
@@ -388,6 +521,26 @@ async fn retry_loop(
                 let slept = Instant::now();
                 tokio::time::sleep(delay).await;
                 st.sleeping += slept.elapsed();
+                if rate_limited {
+                    // Non-productive: the 429 attempt and its back-off spend the stall budget.
+                    call.stall.charge(metrics.latency + slept.elapsed());
+                    let age = scope
+                        .progress
+                        .age_ms(scope.clock.now_ms())
+                        .map(Duration::from_millis);
+                    if call.stall.stalled(age) {
+                        return Err(GatewayError::ScopeUnavailable {
+                            scope: scope.settings.name.to_string(),
+                            reason: UnavailableReason::Stalled,
+                            retry_after_s: up.retry_after.map(|d| d.as_secs_f64()).unwrap_or(0.0),
+                            per_source_reasons: call.per_source,
+                            message: format!(
+                                "rate limited without progress for the stall window of {:?}",
+                                scope.settings.governance.stall_window
+                            ),
+                        });
+                    }
+                }
             }
         }
     }

@@ -1,0 +1,289 @@
+//! Admission of one attempt (reference §4.3, §7.3, §7.4 issue-14): pick a source among those
+//! available, pass its breaker gate, its pacer and the limiter's six gates. When every
+//! eligible source is blocked, dispatch on the reason — quota full (`QUOTA_FULL`) or circuit
+//! open (`CIRCUIT_OPEN`) — and either fail fast with 503 or wait (sleeping to the known
+//! deadline or the next release, clamped to the stall budget).
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use crate::config::WaitPolicy;
+use crate::error::{GatewayError, UnavailableReason};
+use crate::governance::breaker::{BreakerError, Entry, ProbeLease};
+use crate::governance::limiter::{Denial, Gate, LimiterError, Permit, effective_est_tokens};
+use crate::governance::stall::StallBudget;
+use crate::governance::stats::InFlightGuard;
+
+use super::gateway::ScopeRuntime;
+
+/// `retry_after_s` of a failed-closed admission (reference §6.1: the backend's recovery
+/// time is unknowable; 0 would stampede it).
+const BACKEND_DOWN_RETRY_AFTER_S: f64 = 5.0;
+/// Re-check period while waiting on a half-open probe or a concurrency slot.
+const RECHECK: Duration = Duration::from_millis(100);
+
+/// Why a source is not usable in this admission round.
+#[derive(Debug, Clone, Copy)]
+enum Blocked {
+    /// Breaker open (ms until the cooldown ends; 0 = a half-open probe is in flight).
+    Circuit(u64),
+    /// A quota gate is full (ms until it fits; `None` = wait for a release).
+    Quota(Option<u64>),
+}
+
+/// A half-open probe lease, released without a verdict if the attempt never reports.
+pub(crate) struct ProbeGuard<'a> {
+    scope: &'a ScopeRuntime,
+    source: usize,
+    lease: Option<ProbeLease>,
+}
+
+impl ProbeGuard<'_> {
+    /// The attempt reported its outcome: the lease is settled by that report.
+    pub(crate) fn reported(&mut self) {
+        self.lease = None;
+    }
+
+    /// Whether this attempt is the half-open probe.
+    pub(crate) fn is_probe(&self) -> bool {
+        self.lease.is_some()
+    }
+}
+
+impl Drop for ProbeGuard<'_> {
+    fn drop(&mut self) {
+        if let Some(lease) = self.lease.take() {
+            let name = self.scope.sources[self.source].settings.name.clone();
+            let breaker = self.scope.breaker.clone();
+            // The memory breaker answers at once; a remote one finishes in the background.
+            let fut = async move {
+                if let Err(e) = breaker.release_probe(&name, lease).await {
+                    tracing::warn!(source = %name, error = %e, "releasing a probe lease failed");
+                }
+            };
+            if let Ok(h) = tokio::runtime::Handle::try_current() {
+                h.spawn(fut);
+            }
+        }
+    }
+}
+
+/// An admitted attempt: the source, its breaker entry, its permit and in-flight count.
+pub(crate) struct Admitted<'a> {
+    pub idx: usize,
+    /// The breaker generation that admitted it.
+    pub epoch: u64,
+    pub probe: ProbeGuard<'a>,
+    pub permit: Permit,
+    pub _in_flight: InFlightGuard<'a>,
+}
+
+/// Per-call admission state.
+pub(crate) struct CallAdmission {
+    /// Sources out for the rest of this call (dead, unsupported, …).
+    pub excluded: Vec<bool>,
+    pub stall: StallBudget,
+    pub per_source: BTreeMap<String, String>,
+    pub last_message: String,
+}
+
+fn backend_down(scope: &ScopeRuntime, what: &str, message: String) -> GatewayError {
+    GatewayError::ScopeUnavailable {
+        scope: scope.settings.name.to_string(),
+        reason: UnavailableReason::GovernanceBackendDown,
+        retry_after_s: BACKEND_DOWN_RETRY_AFTER_S,
+        per_source_reasons: BTreeMap::new(),
+        message: format!("{what}: {message}"),
+    }
+}
+
+/// Admit one attempt. `previous`: the source of the call's previous attempt; `eligible`
+/// further restricts the sources (e.g. to those that can continue a stream).
+pub(crate) async fn admit<'a>(
+    scope: &'a ScopeRuntime,
+    call: &mut CallAdmission,
+    previous: Option<usize>,
+    eligible: &(dyn Fn(usize) -> bool + Sync),
+) -> Result<Admitted<'a>, GatewayError> {
+    let n = scope.sources.len();
+    let gov = &scope.settings.governance;
+    let released = scope.limiter.released();
+    loop {
+        // Registered before the gates are asked, so a release during the round is not missed.
+        let notified = released.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        let now = scope.clock.now_ms();
+        let candidates: Vec<usize> = (0..n)
+            .filter(|&i| !call.excluded[i] && eligible(i))
+            .collect();
+        if candidates.is_empty() {
+            return Err(GatewayError::ScopeUnavailable {
+                scope: scope.settings.name.to_string(),
+                reason: UnavailableReason::NoSources,
+                retry_after_s: 0.0,
+                per_source_reasons: call.per_source.clone(),
+                message: format!(
+                    "no source can serve this call; last error: {}",
+                    call.last_message
+                ),
+            });
+        }
+        let mut blocked: Vec<Option<Blocked>> = vec![None; n];
+        for &i in &candidates {
+            let memo = scope.stats[i].cooldown_remaining_ms(now);
+            if memo > 0 {
+                blocked[i] = Some(Blocked::Circuit(memo));
+            }
+        }
+        // One round: try sources until one is admitted or all are blocked.
+        loop {
+            let available: Vec<usize> = candidates
+                .iter()
+                .copied()
+                .filter(|&i| blocked[i].is_none())
+                .collect();
+            if available.is_empty() {
+                break;
+            }
+            let idx = scope.selector.pick(&available, previous);
+            let idx = if available.contains(&idx) {
+                idx
+            } else {
+                available[0]
+            };
+            let source = &scope.sources[idx];
+            let name = &source.settings.name;
+            let entry = scope
+                .breaker
+                .try_enter(name)
+                .await
+                .map_err(|e: BreakerError| backend_down(scope, "circuit breaker", e.to_string()))?;
+            let (epoch, lease) = match entry {
+                Entry::Allowed { epoch } => {
+                    scope.stats[idx].clear_cooldown();
+                    (epoch, None)
+                }
+                Entry::Probe(lease) => (lease.epoch, Some(lease)),
+                Entry::Rejected { retry_after_ms } => {
+                    if retry_after_ms > 0 {
+                        scope.stats[idx].cool_until(now + retry_after_ms);
+                    }
+                    call.per_source
+                        .insert(name.to_string(), "circuit_open".into());
+                    blocked[idx] = Some(Blocked::Circuit(retry_after_ms));
+                    continue;
+                }
+            };
+            let probe = ProbeGuard {
+                scope,
+                source: idx,
+                lease,
+            };
+            if !scope.pacers[idx].admit(scope.stats[idx].in_flight()) {
+                call.per_source
+                    .insert(name.to_string(), "rate_limited".into());
+                blocked[idx] = Some(Blocked::Quota(None));
+                continue; // the probe guard gives the lease back
+            }
+            let est = effective_est_tokens(source.settings.est_tokens, source.settings.tpm);
+            match Permit::try_acquire(&scope.limiter, name, est).await {
+                Err(e @ (LimiterError::BackendDown(_) | LimiterError::UnknownSource(_))) => {
+                    return Err(backend_down(scope, "rate limiter", e.to_string()));
+                }
+                Ok(Err(Denial {
+                    gate,
+                    retry_after_ms,
+                })) => {
+                    call.per_source
+                        .insert(name.to_string(), "quota_exhausted".into());
+                    if matches!(
+                        gate,
+                        Gate::GlobalConcurrency | Gate::GlobalRpm | Gate::GlobalTpm
+                    ) {
+                        // A scope-wide gate blocks every source alike.
+                        for &i in &candidates {
+                            blocked[i] = Some(Blocked::Quota(retry_after_ms));
+                        }
+                    } else {
+                        blocked[idx] = Some(Blocked::Quota(retry_after_ms));
+                    }
+                    continue;
+                }
+                Ok(Ok(permit)) => {
+                    return Ok(Admitted {
+                        idx,
+                        epoch,
+                        probe,
+                        permit,
+                        _in_flight: scope.stats[idx].enter(),
+                    });
+                }
+            }
+        }
+        // Every eligible source is blocked: dispatch on the reason.
+        let quota: Vec<Option<u64>> = candidates
+            .iter()
+            .filter_map(|&i| match blocked[i] {
+                Some(Blocked::Quota(r)) => Some(r),
+                _ => None,
+            })
+            .collect();
+        let (reason, policy, wait_ms) = if quota.is_empty() {
+            let soonest = candidates
+                .iter()
+                .filter_map(|&i| match blocked[i] {
+                    Some(Blocked::Circuit(ms)) => Some(ms),
+                    _ => None,
+                })
+                .min()
+                .unwrap_or(0);
+            (
+                UnavailableReason::CircuitOpen,
+                gov.circuit_open,
+                Some(soonest),
+            )
+        } else {
+            let soonest = quota.iter().flatten().min().copied();
+            let any_release = quota.iter().any(Option::is_none);
+            let wait = if any_release { None } else { soonest };
+            (UnavailableReason::QuotaExhausted, gov.quota_full, wait)
+        };
+        let age = scope.progress.age_ms(now).map(Duration::from_millis);
+        if policy == WaitPolicy::FailFast || call.stall.stalled(age) {
+            let stalled = policy == WaitPolicy::Wait;
+            return Err(GatewayError::ScopeUnavailable {
+                scope: scope.settings.name.to_string(),
+                reason: if stalled {
+                    UnavailableReason::Stalled
+                } else {
+                    reason
+                },
+                retry_after_s: wait_ms.unwrap_or(0) as f64 / 1000.0,
+                per_source_reasons: call.per_source.clone(),
+                message: if stalled {
+                    format!(
+                        "no progress for the stall window of {:?} ({})",
+                        gov.stall_window,
+                        reason.as_str()
+                    )
+                } else {
+                    format!("every source is blocked ({})", reason.as_str())
+                },
+            });
+        }
+        // Wait: to the known deadline, or for a release; never a tight poll.
+        let planned = match wait_ms {
+            Some(0) | None => RECHECK,
+            Some(ms) => Duration::from_millis(ms),
+        };
+        let sleep = call.stall.clamp(planned).max(Duration::from_millis(10));
+        let started = tokio::time::Instant::now();
+        if reason == UnavailableReason::QuotaExhausted && wait_ms.is_none() {
+            let _ = tokio::time::timeout(sleep, notified).await;
+        } else {
+            tokio::time::sleep(sleep).await;
+        }
+        call.stall.charge(started.elapsed());
+    }
+}
