@@ -177,6 +177,7 @@ fn demo_settings(mock_base: &str, db: &str) -> Result<Settings, config::ConfigEr
         ("LLM__QWEN__2__MODEL", "qwen-plus".into()),
         ("LLM__QWEN__2__API_KEY", "sk-demo".into()),
         ("LLM__RETRY__BASE_DELAY_S", "0.2".into()),
+        ("LLM__SELECTOR", "round-robin".into()),
         ("PGW_TELEMETRY_SQLITE_PATH", db.into()),
     ];
     config::settings_from_vars(vars.into_iter().map(|(k, v)| (k.to_string(), v)))

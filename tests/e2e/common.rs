@@ -29,6 +29,10 @@ pub async fn gateway(env: Vec<(String, String)>) -> GatewayProcess {
     if !env.iter().any(|(k, _)| k.starts_with("PGW_TELEMETRY")) {
         env.push(("PGW_TELEMETRY_BACKEND".into(), "none".into()));
     }
+    // Deterministic order (first call → first source) unless a test picks a selector.
+    if !env.iter().any(|(k, _)| k == "LLM__SELECTOR") {
+        env.push(("LLM__SELECTOR".into(), "round-robin".into()));
+    }
     GatewayProcess::start(bin(), &env).await
 }
 

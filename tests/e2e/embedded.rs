@@ -11,6 +11,8 @@ use serde_json::json;
 use polygateway_tests::{hits, mock, script};
 
 async fn gateway(vars: Vec<(String, String)>) -> Gateway {
+    let mut vars = vars;
+    vars.push(("LLM__SELECTOR".into(), "round-robin".into()));
     let settings = settings_from_vars(vars).unwrap();
     Gateway::from_settings(settings).await.unwrap()
 }

@@ -22,6 +22,7 @@ async fn embedded(
 ) -> Gateway {
     let mut vars = vars;
     vars.push(kv("PGW_TELEMETRY_BACKEND", "none"));
+    vars.push(kv("LLM__SELECTOR", "round-robin"));
     let mut settings = settings_from_vars(vars).unwrap();
     if let Some(w) = window {
         for s in &mut settings.scopes {

@@ -12,4 +12,5 @@ mod governance;
 mod plugin_load;
 mod proxy_basics;
 mod sdk;
+mod selectors;
 mod streaming;

@@ -1,14 +1,13 @@
-//! Governance on the host side: source selection (the seam where selector plugins plug in)
-//! and back-off. Breaker, limiter, stall budget and deadline join here.
+//! Governance state and algorithms on the host side: the injected clock, back-off, the
+//! circuit breaker, the rate limiter and AIMD pacer, the stall budget, and the per-source
+//! statistics the selector plugins see. Each state store sits behind a backend trait.
 
 mod backoff;
 pub mod breaker;
 pub mod clock;
 pub mod limiter;
-mod selector;
 pub mod stall;
 pub mod stats;
 
 pub use backoff::backoff_delay;
 pub use clock::{Clock, ManualClock, SharedClock, SystemClock};
-pub use selector::{RoundRobin, SourceSelector};

@@ -13,6 +13,7 @@ use crate::governance::breaker::{BreakerError, Entry, ProbeLease};
 use crate::governance::limiter::{Denial, Gate, LimiterError, Permit, effective_est_tokens};
 use crate::governance::stall::StallBudget;
 use crate::governance::stats::InFlightGuard;
+use crate::plugin::Candidate;
 
 use super::gateway::ScopeRuntime;
 
@@ -78,6 +79,45 @@ pub(crate) struct Admitted<'a> {
     pub _in_flight: InFlightGuard<'a>,
 }
 
+/// Ask the selector plugin for a source among the scope's sources, with the host's stats
+/// and availability. A selector fault falls back to the first available source.
+fn choose(
+    scope: &ScopeRuntime,
+    candidates: &[usize],
+    blocked: &[Option<Blocked>],
+    previous: Option<usize>,
+    seed: u64,
+    now_ms: u64,
+) -> usize {
+    let offered: Vec<Candidate> = scope
+        .sources
+        .iter()
+        .enumerate()
+        .map(|(i, s)| {
+            let stats = &scope.stats[i];
+            Candidate {
+                index: i,
+                name: s.settings.name.to_string(),
+                weight: s.settings.weight,
+                in_flight: stats.in_flight(),
+                success_ewma: stats.success_ewma(),
+                latency_ewma_ms: stats.latency_ewma_ms(),
+                available: candidates.contains(&i) && blocked[i].is_none(),
+                cooldown_remaining_ms: stats.cooldown_remaining_ms(now_ms),
+                previous: previous == Some(i),
+            }
+        })
+        .collect();
+    match scope.selector.choose(&offered, seed) {
+        Ok(Some(i)) => i,
+        Ok(None) => usize::MAX,
+        Err(e) => {
+            tracing::warn!(selector = scope.selector.name(), error = %e, "selector failed; using the first available source");
+            usize::MAX
+        }
+    }
+}
+
 /// Per-call admission state.
 pub(crate) struct CallAdmission {
     /// Sources out for the rest of this call (dead, unsupported, …).
@@ -103,6 +143,7 @@ pub(crate) async fn admit<'a>(
     scope: &'a ScopeRuntime,
     call: &mut CallAdmission,
     previous: Option<usize>,
+    seed: u64,
     eligible: &(dyn Fn(usize) -> bool + Sync),
 ) -> Result<Admitted<'a>, GatewayError> {
     let n = scope.sources.len();
@@ -146,7 +187,7 @@ pub(crate) async fn admit<'a>(
             if available.is_empty() {
                 break;
             }
-            let idx = scope.selector.pick(&available, previous);
+            let idx = choose(scope, &candidates, &blocked, previous, seed, now);
             let idx = if available.contains(&idx) {
                 idx
             } else {

@@ -3,6 +3,7 @@
 //! runs calls through the pipeline.
 
 use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
 
 use futures_util::Stream;
 use reqwest::header::{HeaderName, HeaderValue};
@@ -15,9 +16,10 @@ use crate::governance::limiter::{
     AdaptivePacer, LimiterBackend, LimiterConfig, Limits, MemoryLimiter,
 };
 use crate::governance::stats::{ScopeProgress, SourceStats};
-use crate::governance::{RoundRobin, SharedClock, SourceSelector, SystemClock};
+use crate::governance::{SharedClock, SystemClock};
 use crate::plugin::{
-    PluginEngine, PluginError, PluginLimits, ProviderComponent, SourceInfo, builtin_provider_bytes,
+    PluginEngine, PluginError, PluginLimits, ProviderComponent, SelectSource, SelectorComponent,
+    SourceInfo, builtin_provider_bytes, builtin_selector_bytes,
 };
 use crate::telemetry::{NoopRecorder, SharedRecorder, SqliteRecorder};
 use crate::transport::HttpClients;
@@ -81,7 +83,10 @@ impl SourceRuntime {
 pub(crate) struct ScopeRuntime {
     pub settings: ScopeSettings,
     pub sources: Vec<SourceRuntime>,
-    pub selector: Box<dyn SourceSelector>,
+    /// The selector plugin (`{SCOPE}__SELECTOR`).
+    pub selector: Arc<dyn SelectSource>,
+    /// Advances once per call: the selector's seed (retries of a call keep it).
+    pub seed: AtomicU64,
     pub breaker: Arc<dyn BreakerBackend>,
     pub limiter: Arc<dyn LimiterBackend>,
     /// Per source, same order as `sources`.
@@ -92,7 +97,12 @@ pub(crate) struct ScopeRuntime {
 }
 
 impl ScopeRuntime {
-    fn new(settings: ScopeSettings, sources: Vec<SourceRuntime>, clock: SharedClock) -> Self {
+    fn new(
+        settings: ScopeSettings,
+        sources: Vec<SourceRuntime>,
+        clock: SharedClock,
+        selector: Arc<dyn SelectSource>,
+    ) -> Self {
         let g = &settings.governance;
         let names: Vec<(Arc<str>, u32)> = sources
             .iter()
@@ -136,7 +146,8 @@ impl ScopeRuntime {
                 .map(|s| AdaptivePacer::new(s.settings.max_concurrency))
                 .collect(),
             progress: ScopeProgress::default(),
-            selector: Box::new(RoundRobin::default()),
+            selector,
+            seed: AtomicU64::new(0),
             clock,
             settings,
             sources,
@@ -191,6 +202,7 @@ impl Gateway {
         };
         let engine = PluginEngine::new(limits, settings.process.plugin_cache_dir.clone())?;
         let mut loaded: Vec<(PluginRef, Arc<ProviderComponent>)> = Vec::new();
+        let mut selectors: Vec<(String, Arc<SelectorComponent>)> = Vec::new();
         let mut scopes = Vec::new();
         for scope in &settings.scopes {
             let mut sources = Vec::new();
@@ -219,7 +231,13 @@ impl Gateway {
                     settings: s.clone(),
                 });
             }
-            scopes.push(ScopeRuntime::new(scope.clone(), sources, clock.clone()));
+            let selector = load_selector(&engine, scope, &mut selectors)?;
+            scopes.push(ScopeRuntime::new(
+                scope.clone(),
+                sources,
+                clock.clone(),
+                selector,
+            ));
         }
         let recorder: SharedRecorder = match &settings.process.telemetry {
             TelemetryBackend::None => Arc::new(NoopRecorder::default()),
@@ -395,6 +413,31 @@ fn load_provider(
             )?)
         }
     }
+}
+
+/// The scope's selector component (`{SCOPE}__SELECTOR`: a first-party name or a path),
+/// loaded once per distinct value.
+fn load_selector(
+    engine: &PluginEngine,
+    scope: &ScopeSettings,
+    loaded: &mut Vec<(String, Arc<SelectorComponent>)>,
+) -> Result<Arc<dyn SelectSource>, StartError> {
+    let want = &scope.governance.selector;
+    if let Some((_, c)) = loaded.iter().find(|(n, _)| n == want) {
+        return Ok(c.clone());
+    }
+    let component = match builtin_selector_bytes(want) {
+        Some(bytes) => SelectorComponent::load(engine, &format!("builtin:{want}"), bytes)?,
+        None => {
+            let bytes = std::fs::read(want).map_err(|e| StartError::Source {
+                key: format!("{}__SELECTOR", scope.name),
+                message: format!("cannot read {want}: {e}"),
+            })?;
+            SelectorComponent::load(engine, want, &bytes)?
+        }
+    };
+    loaded.push((want.clone(), component.clone()));
+    Ok(component)
 }
 
 fn check_pin(

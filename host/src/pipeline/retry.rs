@@ -293,6 +293,9 @@ async fn retry_loop(
     let mut last_retry_after: Option<Duration> = None;
     // The failure that broke a started stream, reported if no continuation succeeds.
     let mut interrupted: Option<(String, String)> = None;
+    let seed = scope
+        .seed
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     loop {
         if counted >= retry.max_attempts {
             if let Some((source_name, message)) = interrupted {
@@ -321,21 +324,21 @@ async fn retry_loop(
                     .capabilities
                     .prefill_continuation
         };
-        let admitted = match admission::admit(scope, &mut call, st.last_source, &can_continue).await
-        {
-            Ok(a) => a,
-            Err(e) => {
-                if let Some((source_name, message)) = interrupted {
-                    // No source can continue: report the original failure, never the
-                    // fallback's refusal (issue 3, item 7).
-                    return Err(GatewayError::StreamInterrupted {
-                        source_name,
-                        message,
-                    });
+        let admitted =
+            match admission::admit(scope, &mut call, st.last_source, seed, &can_continue).await {
+                Ok(a) => a,
+                Err(e) => {
+                    if let Some((source_name, message)) = interrupted {
+                        // No source can continue: report the original failure, never the
+                        // fallback's refusal (issue 3, item 7).
+                        return Err(GatewayError::StreamInterrupted {
+                            source_name,
+                            message,
+                        });
+                    }
+                    return Err(e);
                 }
-                return Err(e);
-            }
-        };
+            };
         let idx = admitted.idx;
         let source = &scope.sources[idx];
         let Admitted {
