@@ -348,3 +348,152 @@ async fn a_cut_stream_is_completed_by_continuation_with_nothing_repeated() {
         json!({"role": "assistant", "content": prefix, "prefix": true})
     );
 }
+
+#[tokio::test]
+async fn rate_limits_spend_the_stall_budget_not_the_retry_budget() {
+    let m = mock().await;
+    // Two 429s then an answer: with one allowed attempt the call still succeeds, because
+    // 429 attempts do not consume the retry budget.
+    script(
+        &m,
+        "r429",
+        json!({"steps": [{"status": 429}, {"status": 429}]}),
+    )
+    .await;
+    let mut vars = source(&m, "openai", 1, "r429", "a");
+    vars.extend([
+        kv("LLM__RETRY__MAX_ATTEMPTS", 1),
+        kv("LLM__RETRY__BASE_DELAY_S", "0.01"),
+    ]);
+    let gw = embedded(vars, ManualClock::new(0), None).await;
+    let r = gw.chat(ChatRequest::user("llm", "x")).await.unwrap();
+    assert_eq!(r.attempts, 3);
+    assert_eq!(hit_count(&m, "r429").await, 3);
+
+    // Always 429 and the scope never answered: the call ends as `stalled` once its
+    // non-productive time reaches the stall window.
+    script(&m, "always429", json!({"then": {"status": 429}})).await;
+    let mut vars = source(&m, "openai", 1, "always429", "a");
+    vars.extend([
+        kv("LLM__RETRY__BASE_DELAY_S", "0.05"),
+        kv("LLM__RETRY__MAX_DELAY_S", "0.05"),
+        kv("LLM__BACKPRESSURE__STALL_WINDOW_S", "0.4"),
+    ]);
+    let gw = embedded(vars, ManualClock::new(0), None).await;
+    let err = gw.chat(ChatRequest::user("llm", "x")).await.unwrap_err();
+    match err {
+        GatewayError::ScopeUnavailable {
+            reason,
+            per_source_reasons,
+            ..
+        } => {
+            assert_eq!(reason, UnavailableReason::Stalled);
+            assert_eq!(per_source_reasons["openai-1"], "rate_limited");
+        }
+        other => panic!("expected stalled, got {other}"),
+    }
+    // More than the 3 attempts of the retry budget were made before it stalled.
+    assert!(hit_count(&m, "always429").await > 3);
+}
+
+#[tokio::test]
+async fn an_open_circuit_fails_fast_with_its_cooldown_or_waits_for_it() {
+    let m = mock().await;
+    script(&m, "dead", json!({"steps": [{"status": 401}]})).await;
+    let clock = ManualClock::new(0);
+    let mut vars = source(&m, "openai", 1, "dead", "a");
+    vars.extend([kv("LLM__BREAKER__COOLDOWN_S", 20)]);
+    let gw = embedded(vars, clock.clone(), None).await;
+    // The 401 forces the breaker open; the only source is gone for this call.
+    let first = gw.chat(ChatRequest::user("llm", "x")).await.unwrap_err();
+    assert!(
+        matches!(
+            first,
+            GatewayError::ScopeUnavailable {
+                reason: UnavailableReason::NoSources,
+                ..
+            }
+        ),
+        "{first}"
+    );
+    clock.advance(5_000);
+    let second = gw.chat(ChatRequest::user("llm", "x")).await.unwrap_err();
+    match second {
+        GatewayError::ScopeUnavailable {
+            reason,
+            retry_after_s,
+            per_source_reasons,
+            ..
+        } => {
+            assert_eq!(reason, UnavailableReason::CircuitOpen);
+            assert_eq!(retry_after_s, 15.0);
+            // Known open from the memo: skipped without asking the breaker store.
+            assert_eq!(per_source_reasons["openai-1"], "cooldown");
+        }
+        other => panic!("expected circuit_open, got {other}"),
+    }
+    assert_eq!(
+        hit_count(&m, "dead").await,
+        1,
+        "an open breaker sends nothing"
+    );
+
+    // With CIRCUIT_OPEN=wait the call sleeps to the cooldown's end (real time here: a
+    // 0.3 s cooldown), then probes and succeeds.
+    script(&m, "dead2", json!({"steps": [{"status": 401}]})).await;
+    let mut vars = source(&m, "openai", 1, "dead2", "a");
+    vars.extend([
+        kv("LLM__BREAKER__COOLDOWN_S", "0.3"),
+        kv("LLM__CIRCUIT_OPEN", "wait"),
+    ]);
+    let gw = embedded_real_clock(vars).await;
+    let _ = gw.chat(ChatRequest::user("llm", "x")).await.unwrap_err();
+    let t = Instant::now();
+    let r = gw.chat(ChatRequest::user("llm", "x")).await.unwrap();
+    assert_eq!(r.source_name, "openai-1");
+    assert!(
+        t.elapsed() >= Duration::from_millis(150),
+        "it waited for the cooldown"
+    );
+    assert_eq!(hit_count(&m, "dead2").await, 2);
+}
+
+async fn embedded_real_clock(vars: Vec<(String, String)>) -> Gateway {
+    let mut vars = vars;
+    vars.push(kv("PGW_TELEMETRY_BACKEND", "none"));
+    vars.push(kv("LLM__SELECTOR", "round-robin"));
+    Gateway::from_settings(settings_from_vars(vars).unwrap())
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn healthz_reports_breaker_and_limiter_state() {
+    let m = mock().await;
+    let mut env = source(&m, "openai", 1, "hz", "a");
+    env.extend([
+        kv("LLM__OPENAI__1__RPM", 100),
+        kv("LLM__GLOBAL__MAX_CONCURRENCY", 8),
+    ]);
+    let gw = proxy(env).await;
+    let (status, _, _) = post_chat(&gw, chat_body(false)).await;
+    assert_eq!(status, 200);
+    let h: Value = reqwest::get(format!("{}/healthz", gw.base_url))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let src = &h["scopes"]["LLM"]["sources"][0];
+    assert_eq!(src["name"], "openai-1");
+    assert_eq!(src["breaker"], "closed");
+    assert_eq!(src["cooldown_remaining_s"], json!(0.0));
+    assert_eq!(src["in_flight"], 0);
+    assert_eq!(src["limiter"]["requests_in_window"], 1);
+    assert_eq!(src["limiter"]["rpm"], 100);
+    assert_eq!(
+        h["scopes"]["LLM"]["limiter"]["global"]["max_concurrency"],
+        8
+    );
+    assert_eq!(h["scopes"]["LLM"]["limiter"]["global"]["in_flight"], 0);
+}

@@ -174,7 +174,12 @@ pub(crate) async fn admit<'a>(
         for &i in &candidates {
             let memo = scope.stats[i].cooldown_remaining_ms(now);
             if memo > 0 {
+                // Known open from an earlier answer: skipped without asking the store.
                 blocked[i] = Some(Blocked::Circuit(memo));
+                call.per_source.insert(
+                    scope.sources[i].settings.name.to_string(),
+                    "cooldown".into(),
+                );
             }
         }
         // One round: try sources until one is admitted or all are blocked.
