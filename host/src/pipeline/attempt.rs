@@ -16,7 +16,7 @@ use crate::transport::{LivenessTimeout, SseFramer, UpstreamError, Watchdog, pars
 
 use super::gateway::{Inner, SourceRuntime};
 use super::response::Accumulator;
-use super::retry::{CallState, Sink, SinkClosed};
+use super::sink::{CallState, Sink, SinkClosed};
 
 /// Most bytes of an error body kept for classification.
 const ERROR_BODY_CAP: usize = 64 * 1024;

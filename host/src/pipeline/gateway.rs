@@ -24,9 +24,10 @@ use crate::plugin::{
 use crate::telemetry::{NoopRecorder, SharedRecorder, SqliteRecorder};
 use crate::transport::HttpClients;
 
+use super::call::run_call;
 use super::request::ChatRequest;
 use super::response::ChatResponse;
-use super::retry::{CallEvent, Sink, run_call};
+use super::sink::{CallEvent, Sink};
 
 /// Why the gateway could not start.
 #[derive(Debug, thiserror::Error)]

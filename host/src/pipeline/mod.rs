@@ -3,12 +3,17 @@
 
 mod admission;
 mod attempt;
+mod cache_layer;
+mod call;
 mod gateway;
 mod request;
 mod response;
 mod retry;
+mod rows;
+mod sink;
+mod structured_layer;
 
 pub use gateway::{Gateway, StartError};
 pub use request::{CacheMode, ChatRequest, validate_meta, validate_tenant_id};
 pub use response::{Accumulator, ChatResponse, TokenUsage, ToolCall};
-pub use retry::{CallEvent, StreamStart};
+pub use sink::{CallEvent, StreamStart};

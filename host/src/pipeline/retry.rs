@@ -5,10 +5,8 @@
 //! that a failure ends the stream with an in-band error, never a truncated "success".
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
-use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use crate::error::{GatewayError, UnavailableReason};
@@ -16,254 +14,22 @@ use crate::governance::backoff_delay;
 use crate::governance::breaker::Outcome;
 use crate::governance::limiter::FailureKind;
 use crate::governance::stall::StallBudget;
-use crate::plugin::{Delta, ErrorClass, PluginChatRequest};
-use crate::telemetry::{CallRow, RowKind, UsageSource};
+use crate::plugin::{ErrorClass, PluginChatRequest};
 
 use super::admission::{self, Admitted, CallAdmission};
 use super::attempt::{self, AttemptAnswer, AttemptFailure, AttemptMetrics};
 use super::gateway::{Inner, ScopeRuntime, SourceRuntime};
 use super::request::ChatRequest;
-use super::response::{Accumulator, ChatResponse};
+use super::response::ChatResponse;
+use super::rows::attempt_row;
+use super::sink::{CallState, Sink};
 
-/// What `Gateway::chat_stream` yields.
-#[derive(Debug)]
-pub enum CallEvent {
-    /// The call committed to a source: its first token is ready.
-    Start(StreamStart),
-    /// A piece of the answer (role, content, reasoning, tool-call fragment, finish).
-    Delta(Delta),
-    /// The answer is complete (usage, timings, ids).
-    End(Box<ChatResponse>),
-    /// The call failed; after `Start`, the output so far is incomplete.
-    Failed(GatewayError),
-}
-
-/// The head of a streamed answer.
-#[derive(Debug, Clone)]
-pub struct StreamStart {
-    pub call_id: String,
-    pub source_name: String,
-    /// The configured model of the source.
-    pub model: String,
-    pub model_reported: Option<String>,
-    /// Attempts made so far (1 = first try).
-    pub attempts: u32,
-    /// Microseconds the gateway itself spent before the first byte (upstream waits and
-    /// back-off sleeps excluded).
-    pub overhead_us: u64,
-    /// Unix seconds at the start of the call (the OpenAI `created`).
-    pub created: u64,
-}
-
-/// The client went away.
-#[derive(Debug)]
-pub(crate) struct SinkClosed;
-
-/// Where a call's output goes.
-pub(crate) enum Sink {
-    /// Nothing is forwarded; the answer is returned whole.
-    Collect,
-    /// Events are forwarded as they come.
-    Channel(mpsc::Sender<CallEvent>),
-}
-
-impl Sink {
-    pub(crate) fn forwards(&self) -> bool {
-        matches!(self, Sink::Channel(_))
-    }
-
-    pub(crate) async fn send_delta(&mut self, d: Delta) -> Result<(), SinkClosed> {
-        match self {
-            Sink::Collect => Ok(()),
-            Sink::Channel(tx) => tx.send(CallEvent::Delta(d)).await.map_err(|_| SinkClosed),
-        }
-    }
-
-    /// Commit the call to `source`: send `Start`, then the pending deltas.
-    pub(crate) async fn commit(
-        &mut self,
-        st: &mut CallState,
-        source: &SourceRuntime,
-        acc: &Accumulator,
-        pending: &mut Vec<Delta>,
-    ) -> Result<(), SinkClosed> {
-        let Sink::Channel(tx) = self else {
-            pending.clear();
-            return Ok(());
-        };
-        if !st.committed {
-            st.committed = true;
-            let start = StreamStart {
-                call_id: st.call_id.clone(),
-                source_name: source.settings.name.to_string(),
-                model: source.settings.model.clone(),
-                model_reported: acc.model_reported.clone(),
-                attempts: st.attempts,
-                overhead_us: st.overhead().as_micros() as u64,
-                created: st.created_unix,
-            };
-            tx.send(CallEvent::Start(start))
-                .await
-                .map_err(|_| SinkClosed)?;
-        }
-        for d in pending.drain(..) {
-            tx.send(CallEvent::Delta(d)).await.map_err(|_| SinkClosed)?;
-        }
-        Ok(())
-    }
-}
-
-/// Per-call bookkeeping shared by the loop and its attempts.
-pub(crate) struct CallState {
-    pub call_id: String,
-    pub started: Instant,
-    pub created_unix: u64,
-    pub created_at_ms: i64,
-    pub attempts: u32,
-    pub committed: bool,
-    /// Answer text already forwarded to the client (the prefill of a continuation).
-    pub sent_content: String,
-    /// A tool-call fragment was forwarded (such a stream cannot be continued).
-    pub sent_tool_calls: bool,
-    /// Answer text forwarded by earlier attempts of a continued stream.
-    pub sent_content_before: String,
-    /// Time spent waiting on the upstream (excluded from the overhead).
-    pub upstream_wait: Duration,
-    /// Time spent in back-off sleeps (excluded from the overhead).
-    pub sleeping: Duration,
-    pub last_source: Option<usize>,
-}
-
-impl CallState {
-    fn new() -> Self {
-        let now = SystemTime::now()
-            .duration_since(SystemTime::UNIX_EPOCH)
-            .unwrap_or_default();
-        Self {
-            call_id: uuid::Uuid::now_v7().to_string(),
-            started: Instant::now(),
-            created_unix: now.as_secs(),
-            created_at_ms: now.as_millis() as i64,
-            attempts: 0,
-            committed: false,
-            sent_content: String::new(),
-            sent_tool_calls: false,
-            sent_content_before: String::new(),
-            upstream_wait: Duration::ZERO,
-            sleeping: Duration::ZERO,
-            last_source: None,
-        }
-    }
-
-    /// Time the gateway itself spent so far.
-    pub(crate) fn overhead(&self) -> Duration {
-        self.started
-            .elapsed()
-            .saturating_sub(self.upstream_wait)
-            .saturating_sub(self.sleeping)
-    }
-}
-
-fn ms(d: Duration) -> f64 {
+pub(crate) fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
 }
 
-/// Run one logical call: deadline, retry loop, terminal telemetry row, and the `End` event.
-pub(crate) async fn run_call(
-    inner: Arc<Inner>,
-    req: ChatRequest,
-    sink: &mut Sink,
-) -> Result<ChatResponse, GatewayError> {
-    let Some(scope) = inner
-        .scopes
-        .iter()
-        .find(|s| s.settings.aliases.contains(&req.model))
-    else {
-        let known: Vec<&str> = inner
-            .scopes
-            .iter()
-            .flat_map(|s| s.settings.aliases.iter().map(String::as_str))
-            .collect();
-        return Err(GatewayError::ModelNotFound {
-            model: req.model.clone(),
-            known: known.join(", "),
-        });
-    };
-    let mut st = CallState::new();
-    let deadline = req.call_deadline.or(scope.settings.call_deadline);
-    let result = match deadline {
-        Some(d) => {
-            match tokio::time::timeout(d, retry_loop(&inner, scope, &req, &mut st, sink)).await {
-                Ok(r) => r,
-                Err(_) => Err(GatewayError::DeadlineExceeded {
-                    deadline_s: d.as_secs_f64(),
-                }),
-            }
-        }
-        None => retry_loop(&inner, scope, &req, &mut st, sink).await,
-    };
-    let latency = st.started.elapsed();
-    let row = match &result {
-        Ok(r) => CallRow {
-            call_id: st.call_id.clone(),
-            logical_call_id: st.call_id.clone(),
-            parent_call_id: req.parent_call_id.clone(),
-            session_id: req.session_id.clone(),
-            kind: RowKind::TerminalSuccess,
-            scope: scope.settings.name.to_string(),
-            source_name: Some(r.source_name.clone()),
-            provider: Some(r.provider.clone()),
-            model: Some(r.model.clone()),
-            model_reported: r.model_reported.clone(),
-            error_type: None,
-            error: None,
-            prompt_tokens: r.usage.map(|u| u.prompt_tokens),
-            completion_tokens: r.usage.map(|u| u.completion_tokens),
-            cached_prompt_tokens: r.usage.and_then(|u| u.cached_prompt_tokens),
-            reasoning_tokens: r.usage.and_then(|u| u.reasoning_tokens),
-            usage_source: r.usage_source,
-            latency_ms: latency.as_millis() as u64,
-            ttft_ms: r.ttft_ms,
-            max_inter_token_ms: r.max_inter_token_ms,
-            attempts: Some(st.attempts),
-            created_at_ms: st.created_at_ms,
-        },
-        Err(e) => {
-            let last = st.last_source.and_then(|i| scope.sources.get(i));
-            CallRow {
-                call_id: st.call_id.clone(),
-                logical_call_id: st.call_id.clone(),
-                parent_call_id: req.parent_call_id.clone(),
-                session_id: req.session_id.clone(),
-                kind: RowKind::TerminalFailure,
-                scope: scope.settings.name.to_string(),
-                source_name: last.map(|s| s.settings.name.to_string()),
-                provider: last.map(|s| s.settings.provider.to_string()),
-                model: last.map(|s| s.settings.model.clone()),
-                model_reported: None,
-                error_type: Some(e.kind().to_string()),
-                error: Some(e.to_string()),
-                prompt_tokens: None,
-                completion_tokens: None,
-                cached_prompt_tokens: None,
-                reasoning_tokens: None,
-                usage_source: UsageSource::Unavailable,
-                latency_ms: latency.as_millis() as u64,
-                ttft_ms: None,
-                max_inter_token_ms: None,
-                attempts: Some(st.attempts),
-                created_at_ms: st.created_at_ms,
-            }
-        }
-    };
-    inner.recorder.record(row);
-    if let (Ok(r), Sink::Channel(tx)) = (&result, &*sink) {
-        let _ = tx.send(CallEvent::End(Box::new(r.clone()))).await;
-    }
-    result
-}
-
-async fn retry_loop(
+/// The retry loop of one logical call (below the cache and structured-output layers).
+pub(crate) async fn retry_loop(
     inner: &Inner,
     scope: &ScopeRuntime,
     req: &ChatRequest,
@@ -576,79 +342,5 @@ fn response(
         max_inter_token_ms: metrics.max_inter_token.map(ms),
         salvaged: answer.salvaged,
         overhead_us: st.overhead().as_micros() as u64,
-    }
-}
-
-fn attempt_row(
-    attempt_id: &str,
-    scope: &ScopeRuntime,
-    source: &SourceRuntime,
-    req: &ChatRequest,
-    st: &CallState,
-    outcome: &Result<AttemptAnswer, AttemptFailure>,
-    metrics: &AttemptMetrics,
-) -> CallRow {
-    let (error_type, error, usage, usage_source, model_reported) = match outcome {
-        Ok(a) => (
-            None,
-            None,
-            a.acc.usage,
-            a.usage_source,
-            a.acc.model_reported.clone(),
-        ),
-        Err(f) => {
-            let (t, m) = match f {
-                AttemptFailure::Upstream(u) => (
-                    match u.class {
-                        ErrorClass::Transient => "transient",
-                        ErrorClass::SourceDead => "source_dead",
-                        ErrorClass::RequestRejected => "request_rejected",
-                        ErrorClass::ResultInvalid => "result_invalid",
-                    },
-                    match u.status {
-                        Some(s) => format!("HTTP {s}: {}", u.message),
-                        None => u.message.clone(),
-                    },
-                ),
-                AttemptFailure::Plugin(e) => ("plugin_fault", e.to_string()),
-                AttemptFailure::BuildInvalid(m) => ("invalid_request", m.clone()),
-                AttemptFailure::Unsupported(m) => ("unsupported", m.clone()),
-                AttemptFailure::SinkClosed => ("cancelled", "the client went away".into()),
-            };
-            (
-                Some(t.to_string()),
-                Some(m),
-                None,
-                UsageSource::Unavailable,
-                None,
-            )
-        }
-    };
-    CallRow {
-        call_id: attempt_id.to_string(),
-        logical_call_id: st.call_id.clone(),
-        parent_call_id: req.parent_call_id.clone(),
-        session_id: req.session_id.clone(),
-        kind: RowKind::Attempt,
-        scope: scope.settings.name.to_string(),
-        source_name: Some(source.settings.name.to_string()),
-        provider: Some(source.settings.provider.to_string()),
-        model: Some(source.settings.model.clone()),
-        model_reported,
-        error_type,
-        error,
-        prompt_tokens: usage.map(|u| u.prompt_tokens),
-        completion_tokens: usage.map(|u| u.completion_tokens),
-        cached_prompt_tokens: usage.and_then(|u| u.cached_prompt_tokens),
-        reasoning_tokens: usage.and_then(|u| u.reasoning_tokens),
-        usage_source,
-        latency_ms: metrics.latency.as_millis() as u64,
-        ttft_ms: metrics.ttft.map(ms),
-        max_inter_token_ms: metrics.max_inter_token.map(ms),
-        attempts: None,
-        created_at_ms: SystemTime::now()
-            .duration_since(SystemTime::UNIX_EPOCH)
-            .map(|d| d.as_millis() as i64)
-            .unwrap_or(0),
     }
 }

@@ -1,0 +1,152 @@
+//! Where a call's output goes (`Sink`: collected whole, or forwarded as `CallEvent`s once the
+//! call commits) and the per-call bookkeeping every layer reads (`CallState`).
+
+use std::time::{Duration, SystemTime};
+
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+use crate::error::GatewayError;
+use crate::plugin::Delta;
+
+use super::gateway::SourceRuntime;
+use super::response::{Accumulator, ChatResponse};
+
+/// What `Gateway::chat_stream` yields.
+#[derive(Debug)]
+pub enum CallEvent {
+    /// The call committed to a source: its first token is ready.
+    Start(StreamStart),
+    /// A piece of the answer (role, content, reasoning, tool-call fragment, finish).
+    Delta(Delta),
+    /// The answer is complete (usage, timings, ids).
+    End(Box<ChatResponse>),
+    /// The call failed; after `Start`, the output so far is incomplete.
+    Failed(GatewayError),
+}
+
+/// The head of a streamed answer.
+#[derive(Debug, Clone)]
+pub struct StreamStart {
+    pub call_id: String,
+    pub source_name: String,
+    /// The configured model of the source.
+    pub model: String,
+    pub model_reported: Option<String>,
+    /// Attempts made so far (1 = first try).
+    pub attempts: u32,
+    /// Microseconds the gateway itself spent before the first byte (upstream waits and
+    /// back-off sleeps excluded).
+    pub overhead_us: u64,
+    /// Unix seconds at the start of the call (the OpenAI `created`).
+    pub created: u64,
+}
+
+/// The client went away.
+#[derive(Debug)]
+pub(crate) struct SinkClosed;
+
+/// Where a call's output goes.
+pub(crate) enum Sink {
+    /// Nothing is forwarded; the answer is returned whole.
+    Collect,
+    /// Events are forwarded as they come.
+    Channel(mpsc::Sender<CallEvent>),
+}
+
+impl Sink {
+    pub(crate) fn forwards(&self) -> bool {
+        matches!(self, Sink::Channel(_))
+    }
+
+    pub(crate) async fn send_delta(&mut self, d: Delta) -> Result<(), SinkClosed> {
+        match self {
+            Sink::Collect => Ok(()),
+            Sink::Channel(tx) => tx.send(CallEvent::Delta(d)).await.map_err(|_| SinkClosed),
+        }
+    }
+
+    /// Commit the call to `source`: send `Start`, then the pending deltas.
+    pub(crate) async fn commit(
+        &mut self,
+        st: &mut CallState,
+        source: &SourceRuntime,
+        acc: &Accumulator,
+        pending: &mut Vec<Delta>,
+    ) -> Result<(), SinkClosed> {
+        let Sink::Channel(tx) = self else {
+            pending.clear();
+            return Ok(());
+        };
+        if !st.committed {
+            st.committed = true;
+            let start = StreamStart {
+                call_id: st.call_id.clone(),
+                source_name: source.settings.name.to_string(),
+                model: source.settings.model.clone(),
+                model_reported: acc.model_reported.clone(),
+                attempts: st.attempts,
+                overhead_us: st.overhead().as_micros() as u64,
+                created: st.created_unix,
+            };
+            tx.send(CallEvent::Start(start))
+                .await
+                .map_err(|_| SinkClosed)?;
+        }
+        for d in pending.drain(..) {
+            tx.send(CallEvent::Delta(d)).await.map_err(|_| SinkClosed)?;
+        }
+        Ok(())
+    }
+}
+
+/// Per-call bookkeeping shared by the loop and its attempts.
+pub(crate) struct CallState {
+    pub call_id: String,
+    pub started: Instant,
+    pub created_unix: u64,
+    pub created_at_ms: i64,
+    pub attempts: u32,
+    pub committed: bool,
+    /// Answer text already forwarded to the client (the prefill of a continuation).
+    pub sent_content: String,
+    /// A tool-call fragment was forwarded (such a stream cannot be continued).
+    pub sent_tool_calls: bool,
+    /// Answer text forwarded by earlier attempts of a continued stream.
+    pub sent_content_before: String,
+    /// Time spent waiting on the upstream (excluded from the overhead).
+    pub upstream_wait: Duration,
+    /// Time spent in back-off sleeps (excluded from the overhead).
+    pub sleeping: Duration,
+    pub last_source: Option<usize>,
+}
+
+impl CallState {
+    pub(crate) fn new() -> Self {
+        let now = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .unwrap_or_default();
+        Self {
+            call_id: uuid::Uuid::now_v7().to_string(),
+            started: Instant::now(),
+            created_unix: now.as_secs(),
+            created_at_ms: now.as_millis() as i64,
+            attempts: 0,
+            committed: false,
+            sent_content: String::new(),
+            sent_tool_calls: false,
+            sent_content_before: String::new(),
+            upstream_wait: Duration::ZERO,
+            sleeping: Duration::ZERO,
+            last_source: None,
+        }
+    }
+
+    /// Time the gateway itself spent so far.
+    pub(crate) fn overhead(&self) -> Duration {
+        self.started
+            .elapsed()
+            .saturating_sub(self.upstream_wait)
+            .saturating_sub(self.sleeping)
+    }
+}
