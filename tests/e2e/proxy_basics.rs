@@ -188,3 +188,38 @@ async fn start_up_refuses_bad_configuration_naming_the_key() {
         .expect("open bind refused");
     assert!(err.contains("without PGW_API_KEYS"), "{err}");
 }
+
+#[tokio::test]
+async fn dot_env_is_read_and_the_process_environment_wins() {
+    let m = mock().await;
+    let dotenv = format!(
+        "LLM__OPENAI__1__BASE_URL={}\nLLM__OPENAI__1__MODEL=from-dotenv\nLLM__ALIASES=from-file\nPGW_TELEMETRY_BACKEND=none\n",
+        m.base_url("dotenv")
+    );
+    // The process environment overrides the alias from the file.
+    let env = vec![kv("LLM__ALIASES", "from-env")];
+    let gw = GatewayProcess::try_start_with_files(bin(), &env, &[(".env", &dotenv)])
+        .await
+        .unwrap();
+    let mut body = chat_body(false);
+    body["model"] = json!("from-env");
+    let (status, _, text) = post_chat(&gw, body).await;
+    assert_eq!(status, 200, "{text}");
+    let v: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(v["model"], "from-dotenv");
+    let mut body = chat_body(false);
+    body["model"] = json!("from-file");
+    let (status, _, _) = post_chat(&gw, body).await;
+    assert_eq!(status, 404);
+
+    // A malformed .env stops start-up naming the file.
+    let err = GatewayProcess::try_start_with_files(
+        bin(),
+        &Vec::<(String, String)>::new(),
+        &[(".env", "NOT A VALID LINE\n")],
+    )
+    .await
+    .err()
+    .expect("refused");
+    assert!(err.contains(".env"), "{err}");
+}

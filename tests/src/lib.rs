@@ -88,7 +88,20 @@ impl GatewayProcess {
 
     /// Like `start`, but returns the process's stderr when it exits before listening.
     pub async fn try_start<K: AsRef<str>>(bin: &str, env: &[(K, String)]) -> Result<Self, String> {
+        Self::try_start_with_files(bin, env, &[]).await
+    }
+
+    /// Like `try_start`, with files (relative path, content) written into the working
+    /// directory first — e.g. a `.env`.
+    pub async fn try_start_with_files<K: AsRef<str>>(
+        bin: &str,
+        env: &[(K, String)],
+        files: &[(&str, &str)],
+    ) -> Result<Self, String> {
         let dir = tempfile::tempdir().expect("tempdir");
+        for (rel, content) in files {
+            std::fs::write(dir.path().join(rel), content).expect("write file");
+        }
         let mut cmd = Command::new(bin);
         cmd.arg("serve")
             .current_dir(dir.path())
