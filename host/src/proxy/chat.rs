@@ -159,6 +159,7 @@ pub(crate) async fn chat_completions(
     };
     let enc = ChunkEncoder::new(&start);
     let body = async_stream::stream! {
+        let mut finished = false;
         while let Some(ev) = events.next().await {
             match ev {
                 CallEvent::Delta(d) => {
@@ -171,15 +172,24 @@ pub(crate) async fn chat_completions(
                         yield Ok(enc.usage(r.usage.as_ref()));
                     }
                     yield Ok(done());
+                    finished = true;
                     break;
                 }
                 CallEvent::Failed(e) => {
                     tracing::warn!(error = %e, "stream ended with an error after it started");
                     yield Ok(error_event(&e));
+                    finished = true;
                     break;
                 }
                 CallEvent::Start(_) => {}
             }
+        }
+        if !finished {
+            // The call's task ended without an answer or an error (a bug): never let the
+            // client take the truncated stream for a complete one.
+            yield Ok(error_event(&GatewayError::Internal(
+                "the call ended before its answer was complete".into(),
+            )));
         }
     };
     let mut resp = Response::new(Body::from_stream(body));
