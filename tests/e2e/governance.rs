@@ -476,20 +476,27 @@ async fn healthz_reports_breaker_and_limiter_state() {
         kv("LLM__GLOBAL__MAX_CONCURRENCY", 8),
     ]);
     let gw = proxy(env).await;
-    let (status, _, _) = post_chat(&gw, chat_body(false)).await;
-    assert_eq!(status, 200);
+    // Sequential calls reuse one warm provider instance: the pool never grows past 1.
+    for (i, stream) in [false, true, false, true, false].into_iter().enumerate() {
+        let mut body = chat_body(stream);
+        body["messages"][0]["content"] = json!(format!("question number {i}"));
+        let (status, _, _) = post_chat(&gw, body).await;
+        assert_eq!(status, 200);
+    }
     let h: Value = reqwest::get(format!("{}/healthz", gw.base_url))
         .await
         .unwrap()
         .json()
         .await
         .unwrap();
+    assert_eq!(h["scopes"]["LLM"]["sources"][0]["idle_instances"], 1);
     let src = &h["scopes"]["LLM"]["sources"][0];
     assert_eq!(src["name"], "openai-1");
     assert_eq!(src["breaker"], "closed");
     assert_eq!(src["cooldown_remaining_s"], json!(0.0));
     assert_eq!(src["in_flight"], 0);
-    assert_eq!(src["limiter"]["requests_in_window"], 1);
+    assert_eq!(src["limiter"]["requests_in_window"], 5, "{h:#}");
+    assert_eq!(src["limiter"]["tokens_in_window"], 5 * (3 + 5), "{h:#}");
     assert_eq!(src["limiter"]["rpm"], 100);
     assert_eq!(
         h["scopes"]["LLM"]["limiter"]["global"]["max_concurrency"],
