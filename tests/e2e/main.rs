@@ -11,6 +11,7 @@ mod golden;
 mod governance;
 mod plugin_load;
 mod proxy_basics;
+mod scale_out;
 mod sdk;
 mod selectors;
 mod streaming;

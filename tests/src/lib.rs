@@ -150,6 +150,11 @@ impl GatewayProcess {
         }
     }
 
+    /// The process id (for signals).
+    pub fn pid(&self) -> u32 {
+        self.child.id().unwrap_or(0)
+    }
+
     /// The SQLite telemetry file (default path in the working directory).
     pub fn telemetry_db(&self) -> PathBuf {
         self.dir.path().join("polygateway.db")
@@ -253,4 +258,75 @@ pub async fn telemetry_rows(db: &Path, columns: &[&str]) -> Vec<Value> {
             Value::Object(obj)
         })
         .collect()
+}
+
+/// A TCP forwarder to a real service (Redis, Postgres) that a test can stop and restart on
+/// the same port, to simulate the service going away without touching the shared server.
+pub struct TcpForwarder {
+    /// The forwarder's address (point the gateway here).
+    pub addr: SocketAddr,
+    target: SocketAddr,
+    tasks: Option<tokio::task::JoinSet<()>>,
+}
+
+impl TcpForwarder {
+    /// Forward a free local port to `target`.
+    pub async fn start(target: SocketAddr) -> Self {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let mut me = Self {
+            addr,
+            target,
+            tasks: None,
+        };
+        me.run(listener);
+        me
+    }
+
+    fn run(&mut self, listener: tokio::net::TcpListener) {
+        let target = self.target;
+        let mut set = tokio::task::JoinSet::new();
+        let conns = std::sync::Arc::new(tokio::sync::Mutex::new(tokio::task::JoinSet::new()));
+        let conns2 = conns.clone();
+        set.spawn(async move {
+            let _keep = conns2.clone();
+            loop {
+                let Ok((mut inbound, _)) = listener.accept().await else {
+                    return;
+                };
+                let mut guard = conns2.lock().await;
+                guard.spawn(async move {
+                    if let Ok(mut outbound) = tokio::net::TcpStream::connect(target).await {
+                        let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
+                    }
+                });
+            }
+        });
+        // Aborting the accept task drops the listener; aborting this one drops every
+        // forwarded connection.
+        set.spawn(async move {
+            let _conns = conns;
+            std::future::pending::<()>().await;
+        });
+        self.tasks = Some(set);
+    }
+
+    /// Stop accepting and cut every forwarded connection.
+    pub async fn stop(&mut self) {
+        if let Some(mut set) = self.tasks.take() {
+            set.abort_all();
+            while set.join_next().await.is_some() {}
+        }
+    }
+
+    /// Listen again on the same port.
+    pub async fn restart(&mut self) {
+        self.stop().await;
+        let listener = tokio::net::TcpListener::bind(self.addr)
+            .await
+            .expect("rebind");
+        self.run(listener);
+    }
 }

@@ -62,6 +62,7 @@ const PROCESS_KEYS: &[&str] = &[
     "PGW_CACHE_BACKEND",
     "PGW_REDIS_URL",
     "PGW_REDIS_PREFIX",
+    "PGW_RATE_WINDOW_S",
     "PGW_LIMITER_BACKEND",
     "PGW_BREAKER_BACKEND",
     "PGW_TELEMETRY_BACKEND",
@@ -139,10 +140,10 @@ const SCOPE_GROUPS: &[&str] = &[
     "STRUCTURED",
 ];
 
-struct Problems(Vec<ConfigProblem>);
+pub(super) struct Problems(pub(super) Vec<ConfigProblem>);
 
 impl Problems {
-    fn add(&mut self, key: &str, message: impl Into<String>) {
+    pub(super) fn add(&mut self, key: &str, message: impl Into<String>) {
         self.0.push(ConfigProblem {
             key: key.to_string(),
             message: message.into(),
@@ -500,10 +501,9 @@ fn parse_process(
             TelemetryBackend::None
         }
     };
+    let backends = super::backends::parse(&|k| get(k).map(str::to_string), problems);
     for (key, allowed) in [
         ("PGW_CACHE_BACKEND", &["memory", "redis", "none"][..]),
-        ("PGW_LIMITER_BACKEND", &["memory", "redis"][..]),
-        ("PGW_BREAKER_BACKEND", &["memory", "redis"][..]),
         ("PGW_TELEMETRY_SCHEMA_MODE", &["auto", "manual"][..]),
     ] {
         if let Some(v) = get(key)
@@ -566,6 +566,7 @@ fn parse_process(
         log_filter: get("PGW_LOG").unwrap_or("info").to_string(),
         log_json,
         telemetry,
+        backends,
         plugin_cache_dir: get("PGW_PLUGIN_CACHE_DIR").map(PathBuf::from),
         plugin_timeout,
         plugin_memory_bytes,

@@ -1,9 +1,11 @@
 //! Configuration: the typed `Settings` value and its parsing from the environment and `.env`
 //! (DESIGN §5). Parsing collects every problem in one run; each message names the exact key.
 
+mod backends;
 mod env;
 mod settings;
 
+pub use backends::{StateBackend, StateBackends};
 pub use env::{ConfigError, ConfigProblem, load_dotenv, settings_from_env, settings_from_vars};
 pub use settings::PROTECTED_BODY_KEYS;
 pub use settings::{

@@ -41,6 +41,8 @@ pub struct ProcessSettings {
     pub log_json: bool,
     /// `PGW_TELEMETRY_BACKEND` (default sqlite).
     pub telemetry: TelemetryBackend,
+    /// Where the limiter and breaker state live (memory or Redis).
+    pub backends: super::backends::StateBackends,
     /// `PGW_PLUGIN_CACHE_DIR`: on-disk cache of compiled components; none = no disk cache.
     pub plugin_cache_dir: Option<PathBuf>,
     /// `PGW_PLUGIN_TIMEOUT_MS`: budget of one plugin call, default 1000 ms.

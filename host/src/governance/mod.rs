@@ -5,7 +5,10 @@
 mod backoff;
 pub mod breaker;
 pub mod clock;
+#[cfg(test)]
+mod contract_tests;
 pub mod limiter;
+pub mod redis_conn;
 pub mod stall;
 pub mod stats;
 

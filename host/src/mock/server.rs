@@ -209,6 +209,14 @@ impl HitGuard {
     fn complete(mut self) {
         self.completed = true;
         self.mark("completed");
+        let done_ms = self.state.started.elapsed().as_secs_f64() * 1000.0;
+        if let Ok(mut map) = self.state.scenarios.lock()
+            && let Some(hit) = map
+                .get_mut(&self.scenario)
+                .and_then(|sc| sc.hits.get_mut(self.idx))
+        {
+            hit["done_ms"] = json!(done_ms);
+        }
     }
 }
 

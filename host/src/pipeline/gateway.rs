@@ -10,11 +10,13 @@ use reqwest::header::{HeaderName, HeaderValue};
 use tokio::sync::mpsc;
 
 use crate::config::{PluginRef, ScopeSettings, Settings, SourceSettings, TelemetryBackend};
+use crate::config::{StateBackend, StateBackends};
 use crate::error::GatewayError;
-use crate::governance::breaker::{BreakerBackend, BreakerConfig, MemoryBreaker};
+use crate::governance::breaker::{BreakerBackend, BreakerConfig, MemoryBreaker, RedisBreaker};
 use crate::governance::limiter::{
-    AdaptivePacer, LimiterBackend, LimiterConfig, Limits, MemoryLimiter,
+    AdaptivePacer, LimiterBackend, LimiterConfig, Limits, MemoryLimiter, RedisLimiter,
 };
+use crate::governance::redis_conn::RedisHandle;
 use crate::governance::stats::{ScopeProgress, SourceStats};
 use crate::governance::{SharedClock, SystemClock};
 use crate::plugin::{
@@ -80,6 +82,14 @@ impl SourceRuntime {
     }
 }
 
+/// Where the scopes' governance state lives.
+struct StateStores {
+    backends: StateBackends,
+    redis: Option<Arc<RedisHandle>>,
+    /// A test injected the clock: Redis scripts use it instead of the server's `TIME`.
+    injected_clock: bool,
+}
+
 /// A scope ready to serve: its sources and the governance state of each.
 pub(crate) struct ScopeRuntime {
     pub settings: ScopeSettings,
@@ -103,7 +113,8 @@ impl ScopeRuntime {
         sources: Vec<SourceRuntime>,
         clock: SharedClock,
         selector: Arc<dyn SelectSource>,
-    ) -> Self {
+        state: &StateStores,
+    ) -> Result<Self, StartError> {
         let g = &settings.governance;
         let names: Vec<(Arc<str>, u32)> = sources
             .iter()
@@ -125,7 +136,11 @@ impl ScopeRuntime {
             probe_ttl_ms: (2 * longest_attempt_ms).max(g.cooldown.as_millis() as u64),
         };
         let limiter_cfg = LimiterConfig {
-            window_ms: g.rate_window.as_millis() as u64,
+            window_ms: state
+                .backends
+                .rate_window
+                .unwrap_or(g.rate_window)
+                .as_millis() as u64,
             // The lease must outlive the longest attempt.
             lease_ttl_ms: longest_attempt_ms + 5_000,
             global: Limits {
@@ -138,9 +153,27 @@ impl ScopeRuntime {
                 .map(|s| (s.settings.name.clone(), Limits::from_source(&s.settings)))
                 .collect(),
         };
-        Self {
-            breaker: Arc::new(MemoryBreaker::new(breaker_cfg, clock.clone(), &names)),
-            limiter: Arc::new(MemoryLimiter::new(limiter_cfg, clock.clone())),
+        Ok(Self {
+            breaker: match (&state.redis, state.backends.breaker) {
+                (Some(r), StateBackend::Redis) => RedisBreaker::new(
+                    r.clone(),
+                    &settings.name,
+                    breaker_cfg,
+                    &names,
+                    state.injected_clock.then(|| clock.clone()),
+                ),
+                _ => Arc::new(MemoryBreaker::new(breaker_cfg, clock.clone(), &names)),
+            },
+            limiter: match (&state.redis, state.backends.limiter) {
+                (Some(r), StateBackend::Redis) => RedisLimiter::new(
+                    r.clone(),
+                    &settings.name,
+                    limiter_cfg,
+                    state.injected_clock.then(|| clock.clone()),
+                )
+                .map_err(|e| StartError::Transport(e.to_string()))?,
+                _ => Arc::new(MemoryLimiter::new(limiter_cfg, clock.clone())),
+            },
             stats: sources.iter().map(|_| SourceStats::default()).collect(),
             pacers: sources
                 .iter()
@@ -152,7 +185,7 @@ impl ScopeRuntime {
             clock,
             settings,
             sources,
-        }
+        })
     }
 }
 
@@ -188,7 +221,7 @@ impl Gateway {
 
     /// Start from explicit settings: load plugins, open telemetry, build clients.
     pub async fn from_settings(settings: Settings) -> Result<Self, StartError> {
-        Self::from_settings_with_clock(settings, SystemClock::shared()).await
+        Self::build(settings, SystemClock::shared(), false).await
     }
 
     /// Like `from_settings`, with the clock of the governance state (breaker, limiter,
@@ -197,6 +230,29 @@ impl Gateway {
         settings: Settings,
         clock: SharedClock,
     ) -> Result<Self, StartError> {
+        Self::build(settings, clock, true).await
+    }
+
+    async fn build(
+        settings: Settings,
+        clock: SharedClock,
+        injected_clock: bool,
+    ) -> Result<Self, StartError> {
+        let backends = settings.process.backends.clone();
+        let needs_redis =
+            backends.limiter == StateBackend::Redis || backends.breaker == StateBackend::Redis;
+        let redis = match (&backends.redis_url, needs_redis) {
+            (Some(url), true) => Some(Arc::new(
+                RedisHandle::new(url, &backends.redis_prefix).map_err(StartError::Transport)?,
+            )),
+            _ => None,
+        };
+        // With Redis, windows and leases use the server clock unless a test injects one.
+        let state = StateStores {
+            backends,
+            redis,
+            injected_clock,
+        };
         let limits = PluginLimits {
             call_timeout: settings.process.plugin_timeout,
             memory_bytes: settings.process.plugin_memory_bytes,
@@ -238,7 +294,8 @@ impl Gateway {
                 sources,
                 clock.clone(),
                 selector,
-            ));
+                &state,
+            )?);
         }
         let recorder: SharedRecorder = match &settings.process.telemetry {
             TelemetryBackend::None => Arc::new(NoopRecorder::default()),

@@ -8,10 +8,12 @@
 //! success, open again (longer) on its failure. 429s and invalid results are not failures.
 
 mod memory;
+mod redis;
 
 use futures_util::future::BoxFuture;
 
 pub use memory::MemoryBreaker;
+pub use redis::RedisBreaker;
 
 /// Breaker tuning for one scope (`{SCOPE}__BREAKER__*`).
 #[derive(Debug, Clone, PartialEq)]

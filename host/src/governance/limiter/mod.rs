@@ -12,6 +12,7 @@
 mod memory;
 mod pacer;
 mod permit;
+mod redis;
 
 use std::sync::Arc;
 
@@ -21,6 +22,7 @@ use tokio::sync::Notify;
 pub use memory::MemoryLimiter;
 pub use pacer::AdaptivePacer;
 pub use permit::{Denial, FailureKind, Permit, wait_for_capacity};
+pub use redis::RedisLimiter;
 
 /// The limits of one gate group (the global group of a scope, or one source).
 /// A value of 0 switches that gate off.

@@ -1,0 +1,79 @@
+//! Where the governance state lives (`PGW_LIMITER_BACKEND`, `PGW_BREAKER_BACKEND`,
+//! `PGW_REDIS_URL`, `PGW_REDIS_PREFIX`) and the limiter's window length
+//! (`PGW_RATE_WINDOW_S`, 60 s; shorter only to test window behaviour without waiting).
+
+use std::time::Duration;
+
+use super::env::Problems;
+
+/// A state store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum StateBackend {
+    /// In process memory: one process's own state.
+    #[default]
+    Memory,
+    /// Redis: shared by every gateway process that uses the same URL and prefix.
+    Redis,
+}
+
+/// The governance state stores.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StateBackends {
+    pub limiter: StateBackend,
+    pub breaker: StateBackend,
+    /// `PGW_REDIS_URL`, required when any backend is `redis`.
+    pub redis_url: Option<String>,
+    /// `PGW_REDIS_PREFIX` (default `pgw:`): every key starts with it.
+    pub redis_prefix: String,
+    /// `PGW_RATE_WINDOW_S`: the RPM/TPM sliding window (default 60 s).
+    pub rate_window: Option<Duration>,
+}
+
+/// Parse the keys through `get` (trimmed, non-empty values), reporting problems by key.
+pub(super) fn parse(
+    get: &dyn Fn(&str) -> Option<String>,
+    problems: &mut Problems,
+) -> StateBackends {
+    let backend = |key: &str, problems: &mut Problems| match get(key).as_deref() {
+        None | Some("memory") => StateBackend::Memory,
+        Some("redis") => StateBackend::Redis,
+        Some(v) => {
+            problems.add(key, format!("expected memory|redis, got `{v}`"));
+            StateBackend::Memory
+        }
+    };
+    let limiter = backend("PGW_LIMITER_BACKEND", problems);
+    let breaker = backend("PGW_BREAKER_BACKEND", problems);
+    let redis_url = get("PGW_REDIS_URL");
+    if let Some(url) = &redis_url
+        && redis::Client::open(url.as_str()).is_err()
+    {
+        problems.add("PGW_REDIS_URL", format!("not a Redis URL: `{url}`"));
+    }
+    let needs_redis = limiter == StateBackend::Redis || breaker == StateBackend::Redis;
+    if needs_redis && redis_url.is_none() {
+        let key = if limiter == StateBackend::Redis {
+            "PGW_LIMITER_BACKEND"
+        } else {
+            "PGW_BREAKER_BACKEND"
+        };
+        problems.add(key, "`redis` needs PGW_REDIS_URL");
+    }
+    let rate_window = get("PGW_RATE_WINDOW_S").and_then(|v| match v.parse::<f64>() {
+        Ok(x) if (0.01..=86_400.0).contains(&x) => Some(Duration::from_secs_f64(x)),
+        _ => {
+            problems.add(
+                "PGW_RATE_WINDOW_S",
+                format!("expected seconds in [0.01, 86400], got `{v}`"),
+            );
+            None
+        }
+    });
+    StateBackends {
+        limiter,
+        breaker,
+        redis_url,
+        redis_prefix: get("PGW_REDIS_PREFIX").unwrap_or_else(|| "pgw:".into()),
+        rate_window,
+    }
+}
