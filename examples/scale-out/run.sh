@@ -9,8 +9,12 @@
 # is skipped by the other two. Needs Redis on 127.0.0.1:6379 (PGW_REDIS_URL to change it).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-cargo build --release -p polygateway
-bin="${CARGO_TARGET_DIR:-target}/release/polygateway"
+# PGW_BIN: an already built binary (skips the release build).
+bin="${PGW_BIN:-}"
+if [ -z "$bin" ]; then
+  cargo build --release -p polygateway
+  bin="${CARGO_TARGET_DIR:-target}/release/polygateway"
+fi
 pids=()
 trap 'kill "${pids[@]}" 2>/dev/null || true' EXIT INT TERM
 
