@@ -168,10 +168,10 @@ impl GatewayProcess {
     }
 }
 
-/// The Python interpreter with the `openai` package: `PGW_TEST_PYTHON`, else the repo's
+/// The Python interpreter with the `openai` package: `POLYGATEWAY_TEST_PYTHON`, else the repo's
 /// `.venv` (created by `.ci/run`).
 pub fn python() -> PathBuf {
-    match std::env::var_os("PGW_TEST_PYTHON") {
+    match std::env::var_os("POLYGATEWAY_TEST_PYTHON") {
         Some(p) => PathBuf::from(p),
         None => repo_root().join(".venv").join("bin").join("python"),
     }
