@@ -57,9 +57,9 @@ fn run() -> Result<(), String> {
     for dir in CRATE_DIRS {
         println!("cargo::rerun-if-changed={}", plugins.join(dir).display());
     }
-    println!("cargo::rerun-if-env-changed=PGW_PLUGIN_TARGET_DIR");
+    println!("cargo::rerun-if-env-changed=POLYGATEWAY_PLUGIN_TARGET_DIR");
 
-    let target_dir = match std::env::var_os("PGW_PLUGIN_TARGET_DIR") {
+    let target_dir = match std::env::var_os("POLYGATEWAY_PLUGIN_TARGET_DIR") {
         Some(d) => PathBuf::from(d),
         None => cargo_target_dir(&out_dir).join("wasm-plugins"),
     };
