@@ -1,7 +1,9 @@
 //! PolyGateway guest SDK: the WIT bindings of the plugin contract
-//! (`polygateway:plugin@0.1.0`, worlds `provider` and `selector`) and the building blocks of
-//! an OpenAI-compatible provider component — request bodies, SSE and response parsing, error
-//! classification, a `<think>` splitter — as plain Rust that also runs natively in tests.
+//! (`polygateway:plugin@0.1.0`, worlds `provider`, `selector` and `strategy`) and the building
+//! blocks of an OpenAI-compatible provider component — request bodies, SSE and response
+//! parsing, error classification, a `<think>` splitter — and of a structured-output strategy
+//! — prompt instructions, native `response_format`, fence stripping, JSON repair — as plain
+//! Rust that also runs natively in tests.
 //!
 //! A provider component is a few dozen lines:
 //!
@@ -40,6 +42,39 @@
 //! polygateway_plugin_sdk::export_selector!(First);
 //! ```
 //!
+//! So is a structured-output strategy (see [`Strategy`]; [`repair_json_text`] needs the
+//! `repair` feature):
+//!
+//! ```
+//! use polygateway_plugin_sdk::{
+//!     Capabilities, JsonTarget, Preparation, RepairError, Strategy, instructions_for,
+//!     native_format,
+//! };
+//!
+//! struct NativeOrPrompt;
+//!
+//! impl Strategy for NativeOrPrompt {
+//!     const NAME: &'static str = "native-or-prompt";
+//!     fn prepare(target: &JsonTarget, provider: &Capabilities) -> Preparation {
+//!         match provider.native_json_schema {
+//!             true => Preparation {
+//!                 response_format: Some(native_format(target)),
+//!                 instructions: None,
+//!             },
+//!             false => Preparation {
+//!                 response_format: None,
+//!                 instructions: Some(instructions_for(target)),
+//!             },
+//!         }
+//!     }
+//!     fn repair(raw: &str, _target: &JsonTarget) -> Result<String, RepairError> {
+//!         Ok(raw.trim().to_string())
+//!     }
+//! }
+//!
+//! polygateway_plugin_sdk::export_strategy!(NativeOrPrompt);
+//! ```
+//!
 //! Units: token counts are model tokens, times are milliseconds (`-ms`), bodies are bytes.
 
 pub mod bindings;
@@ -52,6 +87,8 @@ pub mod request;
 mod response;
 mod selector;
 pub mod selector_bindings;
+mod strategy;
+pub mod strategy_bindings;
 mod stream;
 mod think;
 
@@ -70,6 +107,14 @@ pub use selector::{Selector, SplitMix64, available, weight_of};
 pub use selector_bindings::export_selector;
 pub use selector_bindings::exports::polygateway::plugin::source_selector::{
     Candidate as SelectorCandidate, Guest as SelectorGuest, SelectorInfo,
+};
+#[cfg(feature = "repair")]
+pub use strategy::repair_json_text;
+pub use strategy::{Strategy, instructions_for, native_format, strip_fences};
+pub use strategy_bindings::export_strategy;
+pub use strategy_bindings::exports::polygateway::plugin::structured_strategy::{
+    Guest as StrategyGuest, JsonTarget, NativeSchema, Preparation, RepairError, ResponseFormat,
+    StrategyInfo,
 };
 pub use stream::ChatStreamParser;
 pub use think::ThinkSplitter;
