@@ -1,4 +1,4 @@
-//! The `polygateway` command line: `serve`, `mock-upstream`, `demo`.
+//! The `polygateway` command line: `serve`, `mock-upstream`, `demo`, `telemetry schema-sql`.
 
 use std::collections::HashMap;
 use std::io::Write;
@@ -42,6 +42,27 @@ enum Command {
         #[arg(default_value = "Why do LLM gateways need circuit breakers?")]
         prompt: String,
     },
+    /// Telemetry helpers.
+    Telemetry {
+        #[command(subcommand)]
+        command: TelemetryCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum TelemetryCommand {
+    /// Print the exact `CREATE TABLE IF NOT EXISTS llm_calls` statement the host runs.
+    SchemaSql {
+        /// Which backend's DDL.
+        #[arg(long, value_enum)]
+        backend: SchemaBackendArg,
+    },
+}
+
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+enum SchemaBackendArg {
+    Sqlite,
+    Postgres,
 }
 
 /// Run the CLI; the exit code reports success.
@@ -59,8 +80,23 @@ pub fn run() -> ExitCode {
             Command::Serve => serve().await,
             Command::MockUpstream { listen, script } => mock(listen, script).await,
             Command::Demo { prompt } => demo(prompt).await,
+            Command::Telemetry {
+                command: TelemetryCommand::SchemaSql { backend },
+            } => schema_sql(backend),
         }
     })
+}
+
+fn schema_sql(backend: SchemaBackendArg) -> ExitCode {
+    use crate::telemetry::{SchemaBackend, create_table_sql};
+    let backend = match backend {
+        SchemaBackendArg::Sqlite => SchemaBackend::Sqlite,
+        SchemaBackendArg::Postgres => SchemaBackend::Postgres,
+    };
+    match writeln!(std::io::stdout(), "{};", create_table_sql(backend)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => fail(&e.to_string()),
+    }
 }
 
 fn fail(message: &str) -> ExitCode {

@@ -15,3 +15,4 @@ mod scale_out;
 mod sdk;
 mod selectors;
 mod streaming;
+mod telemetry;

@@ -476,36 +476,9 @@ fn parse_process(
             false
         }
     };
-    let telemetry = match get("PGW_TELEMETRY_BACKEND") {
-        None | Some("sqlite") => TelemetryBackend::Sqlite {
-            path: PathBuf::from(get("PGW_TELEMETRY_SQLITE_PATH").unwrap_or("polygateway.db")),
-        },
-        Some("none") => TelemetryBackend::None,
-        Some("postgres") => match get("PGW_TELEMETRY_PG_DSN") {
-            Some(dsn) => TelemetryBackend::Postgres {
-                dsn: dsn.to_string(),
-            },
-            None => {
-                problems.add(
-                    "PGW_TELEMETRY_PG_DSN",
-                    "required when PGW_TELEMETRY_BACKEND=postgres",
-                );
-                TelemetryBackend::None
-            }
-        },
-        Some(v) => {
-            problems.add(
-                "PGW_TELEMETRY_BACKEND",
-                format!("expected sqlite|postgres|none, got `{v}`"),
-            );
-            TelemetryBackend::None
-        }
-    };
+    let telemetry = super::telemetry::parse(&|k| get(k).map(str::to_string), problems);
     let backends = super::backends::parse(&|k| get(k).map(str::to_string), problems);
-    for (key, allowed) in [
-        ("PGW_CACHE_BACKEND", &["memory", "redis", "none"][..]),
-        ("PGW_TELEMETRY_SCHEMA_MODE", &["auto", "manual"][..]),
-    ] {
+    for (key, allowed) in [("PGW_CACHE_BACKEND", &["memory", "redis", "none"][..])] {
         if let Some(v) = get(key)
             && !allowed.contains(&v)
         {

@@ -4,11 +4,13 @@
 mod backends;
 mod env;
 mod settings;
+mod telemetry;
 
 pub use backends::{StateBackend, StateBackends};
 pub use env::{ConfigError, ConfigProblem, load_dotenv, settings_from_env, settings_from_vars};
 pub use settings::PROTECTED_BODY_KEYS;
 pub use settings::{
     FirstParty, GovernanceSettings, MissingDone, PluginRef, ProcessSettings, RetrySettings,
-    ScopeSettings, Settings, SourceSettings, TelemetryBackend, TimeoutSettings, WaitPolicy,
+    SchemaMode, ScopeSettings, Settings, SourceSettings, TelemetryBackend, TelemetrySettings,
+    TimeoutSettings, WaitPolicy,
 };

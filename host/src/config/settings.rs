@@ -39,8 +39,8 @@ pub struct ProcessSettings {
     pub log_filter: String,
     /// `PGW_LOG_FORMAT`: true for JSON lines.
     pub log_json: bool,
-    /// `PGW_TELEMETRY_BACKEND` (default sqlite).
-    pub telemetry: TelemetryBackend,
+    /// `PGW_TELEMETRY_*` and `PGW_PRICING_FILE`.
+    pub telemetry: TelemetrySettings,
     /// Where the limiter and breaker state live (memory or Redis).
     pub backends: super::backends::StateBackends,
     /// `PGW_PLUGIN_CACHE_DIR`: on-disk cache of compiled components; none = no disk cache.
@@ -54,16 +54,7 @@ pub struct ProcessSettings {
     pub other: BTreeMap<String, String>,
 }
 
-/// Where telemetry rows go.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum TelemetryBackend {
-    /// No telemetry.
-    None,
-    /// SQLite file (`PGW_TELEMETRY_SQLITE_PATH`, default `polygateway.db`).
-    Sqlite { path: PathBuf },
-    /// Postgres (`PGW_TELEMETRY_PG_DSN`).
-    Postgres { dsn: String },
-}
+pub use super::telemetry::{SchemaMode, TelemetryBackend, TelemetrySettings};
 
 /// One scope: a logical role with its sources and policies.
 #[derive(Debug, Clone)]

@@ -125,6 +125,8 @@ pub(crate) struct CallAdmission {
     pub stall: StallBudget,
     pub per_source: BTreeMap<String, String>,
     pub last_message: String,
+    /// Admission waits of this call not yet counted in `/metrics` (reason, time waited).
+    pub waits: Vec<(UnavailableReason, Duration)>,
 }
 
 fn backend_down(scope: &ScopeRuntime, what: &str, message: String) -> GatewayError {
@@ -331,5 +333,6 @@ pub(crate) async fn admit<'a>(
             tokio::time::sleep(sleep).await;
         }
         call.stall.charge(started.elapsed());
+        call.waits.push((reason, started.elapsed()));
     }
 }

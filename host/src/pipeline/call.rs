@@ -4,6 +4,8 @@
 
 use std::sync::Arc;
 
+use tracing::Instrument;
+
 use crate::error::GatewayError;
 
 use super::cache_layer;
@@ -35,24 +37,37 @@ pub(crate) async fn run_call(
         });
     };
     let mut st = CallState::new();
+    let span = tracing::info_span!("call", call_id = %st.call_id, scope = %scope.settings.name);
     let deadline = req.call_deadline.or(scope.settings.call_deadline);
-    let result = match deadline {
-        Some(d) => {
-            match tokio::time::timeout(d, cache_layer::serve(&inner, scope, &req, &mut st, sink))
+    let result = async {
+        match deadline {
+            Some(d) => {
+                match tokio::time::timeout(
+                    d,
+                    cache_layer::serve(&inner, scope, &req, &mut st, sink),
+                )
                 .await
-            {
-                Ok(r) => r,
-                Err(_) => Err(GatewayError::DeadlineExceeded {
-                    deadline_s: d.as_secs_f64(),
-                }),
+                {
+                    Ok(r) => r,
+                    Err(_) => Err(GatewayError::DeadlineExceeded {
+                        deadline_s: d.as_secs_f64(),
+                    }),
+                }
             }
+            None => cache_layer::serve(&inner, scope, &req, &mut st, sink).await,
         }
-        None => cache_layer::serve(&inner, scope, &req, &mut st, sink).await,
-    };
+    }
+    .instrument(span)
+    .await;
     let latency = st.started.elapsed();
-    inner
-        .recorder
-        .record(rows::terminal_row(scope, &req, &st, &result, latency));
+    inner.recorder.record(rows::terminal_row(
+        &inner.recorder,
+        scope,
+        &req,
+        &st,
+        &result,
+        latency,
+    ));
     if let (Ok(r), Sink::Channel(tx)) = (&result, &*sink) {
         let _ = tx.send(CallEvent::End(Box::new(r.clone()))).await;
     }

@@ -9,7 +9,7 @@ use futures_util::Stream;
 use reqwest::header::{HeaderName, HeaderValue};
 use tokio::sync::mpsc;
 
-use crate::config::{PluginRef, ScopeSettings, Settings, SourceSettings, TelemetryBackend};
+use crate::config::{PluginRef, ScopeSettings, Settings, SourceSettings};
 use crate::config::{StateBackend, StateBackends};
 use crate::error::GatewayError;
 use crate::governance::breaker::{BreakerBackend, BreakerConfig, MemoryBreaker, RedisBreaker};
@@ -23,7 +23,7 @@ use crate::plugin::{
     PluginEngine, PluginError, PluginLimits, ProviderComponent, SelectSource, SelectorComponent,
     SourceInfo, builtin_provider_bytes, builtin_selector_bytes,
 };
-use crate::telemetry::{NoopRecorder, SharedRecorder, SqliteRecorder};
+use crate::telemetry::{Telemetry, TelemetryStatus};
 use crate::transport::HttpClients;
 
 use super::call::run_call;
@@ -193,7 +193,8 @@ pub(crate) struct Inner {
     pub settings: Settings,
     pub scopes: Vec<ScopeRuntime>,
     pub http: HttpClients,
-    pub recorder: SharedRecorder,
+    /// The telemetry of the gateway (rows, cost, metrics).
+    pub recorder: Telemetry,
     pub _engine: PluginEngine,
 }
 
@@ -297,19 +298,9 @@ impl Gateway {
                 &state,
             )?);
         }
-        let recorder: SharedRecorder = match &settings.process.telemetry {
-            TelemetryBackend::None => Arc::new(NoopRecorder::default()),
-            TelemetryBackend::Sqlite { path } => Arc::new(
-                SqliteRecorder::open(path)
-                    .await
-                    .map_err(|e| StartError::Telemetry(format!("{}: {e}", path.display())))?,
-            ),
-            TelemetryBackend::Postgres { .. } => {
-                return Err(StartError::Telemetry(
-                    "PGW_TELEMETRY_BACKEND=postgres is not available in this build yet".into(),
-                ));
-            }
-        };
+        let recorder = Telemetry::start(&settings.process.telemetry)
+            .await
+            .map_err(|e| StartError::Telemetry(e.to_string()))?;
         let http = HttpClients::new().map_err(|e| StartError::Transport(e.to_string()))?;
         Ok(Self {
             inner: Arc::new(Inner {
@@ -328,8 +319,34 @@ impl Gateway {
     }
 
     /// Telemetry status (for `/healthz`).
-    pub fn telemetry_status(&self) -> crate::telemetry::RecorderStatus {
+    pub fn telemetry_status(&self) -> TelemetryStatus {
         self.inner.recorder.status()
+    }
+
+    /// The metrics registry (`/metrics`); layers report cache lookups and waits here.
+    pub fn metrics(&self) -> &crate::telemetry::Metrics {
+        self.inner.recorder.metrics()
+    }
+
+    /// Every metric in the Prometheus text format, gauges (breaker states, telemetry
+    /// degradation) refreshed first.
+    pub fn metrics_text(&self) -> String {
+        let m = self.inner.recorder.metrics();
+        for s in &self.inner.scopes {
+            for src in &s.sources {
+                if let Some(b) = s.breaker.snapshot(&src.settings.name) {
+                    use crate::governance::breaker::BreakerState;
+                    let state = match b.state {
+                        BreakerState::Open => 2,
+                        BreakerState::HalfOpen => 1,
+                        BreakerState::Closed => 0,
+                    };
+                    m.set_breaker_state(&s.settings.name, &src.settings.name, state);
+                }
+            }
+        }
+        m.set_telemetry_degraded(self.inner.recorder.status().degraded);
+        m.encode()
     }
 
     /// A JSON snapshot for `/healthz`: scopes, sources, plugins, telemetry.

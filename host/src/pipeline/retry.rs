@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use tokio::time::Instant;
+use tracing::Instrument;
 
 use crate::error::{GatewayError, UnavailableReason};
 use crate::governance::backoff_delay;
@@ -51,6 +52,7 @@ pub(crate) async fn retry_loop(
         stall: StallBudget::new(scope.settings.governance.stall_window),
         per_source: BTreeMap::new(),
         last_message: String::from("no attempt was made"),
+        waits: Vec::new(),
     };
     // Attempts that count against RETRY__MAX_ATTEMPTS (429s do not: they spend the stall
     // budget instead, reference §7.3 issue-8).
@@ -91,20 +93,27 @@ pub(crate) async fn retry_loop(
                     .prefill_continuation
         };
         let admitted =
-            match admission::admit(scope, &mut call, st.last_source, seed, &can_continue).await {
-                Ok(a) => a,
-                Err(e) => {
-                    if let Some((source_name, message)) = interrupted {
-                        // No source can continue: report the original failure, never the
-                        // fallback's refusal (issue 3, item 7).
-                        return Err(GatewayError::StreamInterrupted {
-                            source_name,
-                            message,
-                        });
-                    }
-                    return Err(e);
+            admission::admit(scope, &mut call, st.last_source, seed, &can_continue).await;
+        for (reason, waited) in call.waits.drain(..) {
+            inner
+                .recorder
+                .metrics()
+                .admission_wait(&scope.settings.name, reason.as_str(), waited);
+        }
+        let admitted = match admitted {
+            Ok(a) => a,
+            Err(e) => {
+                if let Some((source_name, message)) = interrupted {
+                    // No source can continue: report the original failure, never the
+                    // fallback's refusal (issue 3, item 7).
+                    return Err(GatewayError::StreamInterrupted {
+                        source_name,
+                        message,
+                    });
                 }
-            };
+                return Err(e);
+            }
+        };
         let idx = admitted.idx;
         let source = &scope.sources[idx];
         let Admitted {
@@ -118,9 +127,14 @@ pub(crate) async fn retry_loop(
         st.attempts += 1;
         let attempt_id = uuid::Uuid::now_v7().to_string();
         permit.transport_started();
-        let (outcome, metrics) = attempt::run(inner, source, &preq, st, sink).await;
+        let span = tracing::info_span!("attempt", attempt_id = %attempt_id, source = %source.settings.name);
+        let (outcome, metrics) = attempt::run(inner, source, &preq, st, sink)
+            .instrument(span)
+            .await;
         drop(_in_flight);
+        st.last_attempt_ms = Some(u64::try_from(metrics.latency.as_millis()).unwrap_or(u64::MAX));
         inner.recorder.record(attempt_row(
+            &inner.recorder,
             &attempt_id,
             scope,
             source,

@@ -119,6 +119,10 @@ pub(crate) struct CallState {
     /// Time spent in back-off sleeps (excluded from the overhead).
     pub sleeping: Duration,
     pub last_source: Option<usize>,
+    /// Milliseconds of the last finished attempt (the terminal row's `latency_ms`).
+    pub last_attempt_ms: Option<u64>,
+    /// The call's messages as telemetry stores them, built once for all its rows.
+    pub stored_messages: std::sync::OnceLock<std::sync::Arc<str>>,
 }
 
 impl CallState {
@@ -139,6 +143,8 @@ impl CallState {
             upstream_wait: Duration::ZERO,
             sleeping: Duration::ZERO,
             last_source: None,
+            last_attempt_ms: None,
+            stored_messages: std::sync::OnceLock::new(),
         }
     }
 

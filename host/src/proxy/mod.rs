@@ -6,6 +6,7 @@ mod auth;
 mod chat;
 mod errors;
 mod health;
+mod metrics;
 mod sse;
 
 use std::net::SocketAddr;
@@ -53,6 +54,7 @@ pub fn router(gateway: Gateway) -> Router {
         .route("/v1/chat/completions", post(chat::chat_completions))
         .route("/v1/models", get(health::models))
         .route("/healthz", get(health::healthz))
+        .route("/metrics", get(metrics::metrics))
         .with_state(state)
 }
 

@@ -1,206 +1,193 @@
-//! SQLite recorder: WAL, busy timeout, idempotent insert on `call_id`; a background task
-//! drains a bounded queue in batches inside one transaction.
+//! The SQLite backend (the default): one file, WAL, a busy timeout, `INSERT OR IGNORE` on
+//! the `call_id` primary key, multi-row inserts with bound parameters.
 
 use std::path::Path;
 use std::str::FromStr;
-use std::sync::Arc;
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions};
-use tokio::sync::mpsc;
+use sqlx::{QueryBuilder, Sqlite};
 
-use super::{CallRow, Recorder, RecorderStatus};
+use super::row::CallRow;
+use super::schema::{self, Column, SchemaBackend, SqlValue};
+use super::writer::{Backend, Prepared, WriteError};
+use crate::config::SchemaMode;
 
-const QUEUE: usize = 16_384;
-const BATCH: usize = 256;
-
-/// The DDL the host runs (create-if-missing).
-pub const SQLITE_DDL: &str = "CREATE TABLE IF NOT EXISTS llm_calls (
-    call_id TEXT PRIMARY KEY,
-    logical_call_id TEXT NOT NULL,
-    parent_call_id TEXT,
-    session_id TEXT,
-    event TEXT NOT NULL,
-    scope TEXT NOT NULL,
-    source_name TEXT,
-    provider TEXT,
-    model TEXT,
-    model_reported TEXT,
-    error_type TEXT,
-    error TEXT,
-    prompt_tokens INTEGER,
-    completion_tokens INTEGER,
-    cached_prompt_tokens INTEGER,
-    reasoning_tokens INTEGER,
-    usage_source TEXT NOT NULL,
-    latency_ms INTEGER NOT NULL,
-    ttft_ms REAL,
-    max_inter_token_ms REAL,
-    attempts INTEGER,
-    created_at INTEGER NOT NULL
-)";
-
-enum Msg {
-    Row(Box<CallRow>),
-    Flush(tokio::sync::oneshot::Sender<()>),
-}
-
-struct Counters {
-    written: AtomicU64,
-    dropped: AtomicU64,
-    degraded: Mutex<Option<String>>,
-}
+/// How long a write waits for a lock held by another process.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Telemetry into a SQLite file.
-pub struct SqliteRecorder {
-    tx: mpsc::Sender<Msg>,
-    counters: Arc<Counters>,
+pub(crate) struct SqliteBackend {
+    pool: SqlitePool,
+    mode: SchemaMode,
 }
 
-impl SqliteRecorder {
-    /// Open (creating if missing) the database and the table, and start the writer task.
-    pub async fn open(path: &Path) -> Result<Self, sqlx::Error> {
-        let opts = SqliteConnectOptions::from_str(&format!("sqlite://{}", path.display()))?
+impl SqliteBackend {
+    /// A backend on `path` (created if missing on the first `prepare`).
+    pub(crate) fn new(path: &Path, mode: SchemaMode) -> Result<Self, WriteError> {
+        let opts = SqliteConnectOptions::from_str(&format!("sqlite://{}", path.display()))
+            .map_err(|e| WriteError::Fatal(format!("{}: {e}", path.display())))?
             .create_if_missing(true)
             .journal_mode(SqliteJournalMode::Wal)
-            .busy_timeout(Duration::from_secs(5));
+            .busy_timeout(BUSY_TIMEOUT);
         let pool = SqlitePoolOptions::new()
             .max_connections(1)
-            .connect_with(opts)
-            .await?;
-        sqlx::query(SQLITE_DDL).execute(&pool).await?;
-        let (tx, rx) = mpsc::channel(QUEUE);
-        let counters = Arc::new(Counters {
-            written: AtomicU64::new(0),
-            dropped: AtomicU64::new(0),
-            degraded: Mutex::new(None),
-        });
-        tokio::spawn(writer(pool, rx, counters.clone()));
-        Ok(Self { tx, counters })
+            .min_connections(0)
+            .acquire_timeout(BUSY_TIMEOUT * 2)
+            .connect_lazy_with(opts);
+        Ok(Self { pool, mode })
+    }
+
+    async fn columns(&self) -> Result<Vec<String>, WriteError> {
+        sqlx::query_scalar::<_, String>("SELECT name FROM pragma_table_info(?)")
+            .bind(schema::TABLE)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(classify)
     }
 }
 
-impl Recorder for SqliteRecorder {
-    fn record(&self, row: CallRow) {
-        if self.tx.try_send(Msg::Row(Box::new(row))).is_err() {
-            self.counters.dropped.fetch_add(1, Ordering::Relaxed);
-        }
+impl Backend for SqliteBackend {
+    fn schema_backend(&self) -> SchemaBackend {
+        SchemaBackend::Sqlite
     }
 
-    fn flush(&self) -> futures_util::future::BoxFuture<'_, ()> {
-        Box::pin(async move {
-            let (tx, rx) = tokio::sync::oneshot::channel();
-            if self.tx.send(Msg::Flush(tx)).await.is_ok() {
-                let _ = rx.await;
+    fn concurrency(&self) -> usize {
+        1
+    }
+
+    async fn prepare(&self) -> Result<Prepared, WriteError> {
+        let mut existing = self.columns().await?;
+        if existing.is_empty() {
+            sqlx::query(&schema::create_table_sql(SchemaBackend::Sqlite))
+                .execute(&self.pool)
+                .await
+                .map_err(classify)?;
+            existing = self.columns().await?;
+        }
+        let missing = schema::missing_columns(&existing);
+        if self.mode == SchemaMode::Auto && !missing.is_empty() {
+            for c in &missing {
+                let sql = schema::add_column_sql(SchemaBackend::Sqlite, c);
+                match sqlx::query(&sql).execute(&self.pool).await {
+                    Ok(_) => tracing::info!(column = c.name, "telemetry: added column ({sql})"),
+                    Err(e) => {
+                        tracing::warn!(column = c.name, error = %e, "telemetry: cannot add column ({sql})")
+                    }
+                }
             }
+            existing = self.columns().await?;
+        }
+        Ok(Prepared {
+            columns: schema::present_columns(&existing),
+            missing: schema::missing_columns(&existing),
         })
     }
 
-    fn status(&self) -> RecorderStatus {
-        RecorderStatus {
-            backend: "sqlite",
-            written: self.counters.written.load(Ordering::Relaxed),
-            dropped: self.counters.dropped.load(Ordering::Relaxed),
-            degraded: self
-                .counters
-                .degraded
-                .lock()
-                .map(|g| g.clone())
-                .unwrap_or(None),
-        }
-    }
-}
-
-async fn writer(pool: SqlitePool, mut rx: mpsc::Receiver<Msg>, counters: Arc<Counters>) {
-    let mut batch: Vec<CallRow> = Vec::with_capacity(BATCH);
-    let mut flushes = Vec::new();
-    while let Some(first) = rx.recv().await {
-        let mut next = Some(first);
-        while let Some(msg) = next.take() {
-            match msg {
-                Msg::Row(r) => batch.push(*r),
-                Msg::Flush(done) => {
-                    flushes.push(done);
-                    break;
-                }
-            }
-            if batch.len() < BATCH {
-                next = rx.try_recv().ok();
-            }
-        }
-        if batch.is_empty() {
-            for f in flushes.drain(..) {
-                let _ = f.send(());
-            }
-            continue;
-        }
-        let n = batch.len() as u64;
-        match insert_batch(&pool, &batch).await {
-            Ok(()) => {
-                counters.written.fetch_add(n, Ordering::Relaxed);
-                if let Ok(mut g) = counters.degraded.lock()
-                    && g.take().is_some()
-                {
-                    tracing::info!("telemetry writes recovered");
-                }
-            }
-            Err(e) => {
-                counters.dropped.fetch_add(n, Ordering::Relaxed);
-                if let Ok(mut g) = counters.degraded.lock() {
-                    if g.is_none() {
-                        tracing::warn!(error = %e, "telemetry writes failing; rows dropped");
+    async fn insert(
+        &self,
+        columns: &[&'static Column],
+        rows: &[CallRow],
+    ) -> Result<(), WriteError> {
+        let mut qb = QueryBuilder::<Sqlite>::new("INSERT OR IGNORE INTO ");
+        qb.push(schema::TABLE).push(" (");
+        let names: Vec<&str> = columns.iter().map(|c| c.name).collect();
+        qb.push(names.join(", ")).push(") ");
+        qb.push_values(rows, |mut b, row| {
+            for c in columns {
+                match schema::value(row, c.name) {
+                    SqlValue::Text(v) | SqlValue::Json(v) => {
+                        b.push_bind(v);
                     }
-                    *g = Some(e.to_string());
+                    SqlValue::Integer(v) => {
+                        b.push_bind(v);
+                    }
+                    SqlValue::Real(v) => {
+                        b.push_bind(v);
+                    }
+                    SqlValue::Bool(v) => {
+                        b.push_bind(i64::from(v));
+                    }
+                    SqlValue::Timestamp(ms) => {
+                        b.push_bind(ms);
+                    }
                 }
             }
-        }
-        batch.clear();
-        for f in flushes.drain(..) {
-            let _ = f.send(());
-        }
+        });
+        qb.build()
+            .execute(&self.pool)
+            .await
+            .map(|_| ())
+            .map_err(classify)
     }
 }
 
-fn opt_i64(v: Option<u64>) -> Option<i64> {
-    v.map(|x| i64::try_from(x).unwrap_or(i64::MAX))
+/// Environment-level: busy, locked, read-only, I/O, corrupt, full, cannot open, not a
+/// database. A vanished table or column: schema changed. Anything else concerns the data.
+fn classify(e: sqlx::Error) -> WriteError {
+    match &e {
+        sqlx::Error::Database(db) => {
+            let code = db
+                .code()
+                .and_then(|c| c.parse::<i32>().ok())
+                .map(|c| c & 0xff);
+            let msg = db.message();
+            match code {
+                Some(5 | 6 | 8 | 10 | 11 | 13 | 14 | 26) => WriteError::Environment(e.to_string()),
+                Some(1) if msg.contains("no such table") || msg.contains("no column") => {
+                    WriteError::SchemaChanged(e.to_string())
+                }
+                _ => WriteError::Rows(e.to_string()),
+            }
+        }
+        sqlx::Error::Configuration(_) => WriteError::Fatal(e.to_string()),
+        sqlx::Error::Io(_)
+        | sqlx::Error::PoolTimedOut
+        | sqlx::Error::PoolClosed
+        | sqlx::Error::WorkerCrashed => WriteError::Environment(e.to_string()),
+        _ => WriteError::Rows(e.to_string()),
+    }
 }
 
-async fn insert_batch(pool: &SqlitePool, rows: &[CallRow]) -> Result<(), sqlx::Error> {
-    let mut tx = pool.begin().await?;
-    for r in rows {
-        sqlx::query(
-            "INSERT OR IGNORE INTO llm_calls (call_id, logical_call_id, parent_call_id, session_id,
-             event, scope, source_name, provider, model, model_reported, error_type, error,
-             prompt_tokens, completion_tokens, cached_prompt_tokens, reasoning_tokens,
-             usage_source, latency_ms, ttft_ms, max_inter_token_ms, attempts, created_at)
-             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        )
-        .bind(&r.call_id)
-        .bind(&r.logical_call_id)
-        .bind(&r.parent_call_id)
-        .bind(&r.session_id)
-        .bind(r.kind.as_str())
-        .bind(&r.scope)
-        .bind(&r.source_name)
-        .bind(&r.provider)
-        .bind(&r.model)
-        .bind(&r.model_reported)
-        .bind(&r.error_type)
-        .bind(&r.error)
-        .bind(opt_i64(r.prompt_tokens))
-        .bind(opt_i64(r.completion_tokens))
-        .bind(opt_i64(r.cached_prompt_tokens))
-        .bind(opt_i64(r.reasoning_tokens))
-        .bind(r.usage_source.as_str())
-        .bind(i64::try_from(r.latency_ms).unwrap_or(i64::MAX))
-        .bind(r.ttft_ms)
-        .bind(r.max_inter_token_ms)
-        .bind(r.attempts.map(i64::from))
-        .bind(r.created_at_ms)
-        .execute(&mut *tx)
-        .await?;
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::telemetry::RowKind;
+
+    #[tokio::test]
+    async fn creates_inserts_idempotently_and_adds_missing_columns_in_auto_mode() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.db");
+        // An old table of the first cut: no `messages` … `meta`.
+        let old = SqliteBackend::new(&path, SchemaMode::Manual).unwrap();
+        sqlx::query("CREATE TABLE llm_calls (call_id TEXT PRIMARY KEY, logical_call_id TEXT NOT NULL, event TEXT NOT NULL, scope TEXT NOT NULL, usage_source TEXT NOT NULL, created_at INTEGER NOT NULL)")
+            .execute(&old.pool)
+            .await
+            .unwrap();
+        let p = old.prepare().await.unwrap();
+        assert_eq!(p.columns.len(), 6);
+        assert_eq!(p.missing.len(), schema::COLUMNS.len() - 6);
+        let mut row = CallRow::new(RowKind::Attempt, "a1", "l1", "LLM", 7);
+        row.tenant_id = Some("acme".into());
+        old.insert(&p.columns, &[row.clone(), row.clone()])
+            .await
+            .unwrap();
+
+        let auto = SqliteBackend::new(&path, SchemaMode::Auto).unwrap();
+        let p = auto.prepare().await.unwrap();
+        assert!(p.missing.is_empty());
+        assert_eq!(p.columns.len(), schema::COLUMNS.len());
+        row.call_id = "a2".into();
+        auto.insert(&p.columns, &[row.clone()]).await.unwrap();
+        auto.insert(&p.columns, &[row]).await.unwrap();
+        let tenants: Vec<(String, String)> =
+            sqlx::query_as("SELECT call_id, tenant_id FROM llm_calls ORDER BY call_id")
+                .fetch_all(&auto.pool)
+                .await
+                .unwrap();
+        assert_eq!(
+            tenants,
+            vec![("a1".into(), "".into()), ("a2".into(), "acme".into())]
+        );
     }
-    tx.commit().await
 }

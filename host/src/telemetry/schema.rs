@@ -1,0 +1,308 @@
+//! The single source of the `llm_calls` schema (reference §7.8, D15): the column list, the
+//! DDL of both backends (what `polygateway telemetry schema-sql` prints is what the host
+//! runs), the `ALTER TABLE … ADD COLUMN` statements, and the value of each column for a row.
+//!
+//! Expand/contract promises: columns are only ever appended (after `created_at` for those
+//! added after the first cut), never dropped or renamed; every added column is nullable or
+//! has a constant default; inserts always name their columns; the host never reads the
+//! table back; the Postgres insert's conflict clause names no constraint.
+
+use super::row::CallRow;
+
+/// The table name. Postgres resolves it through the connection's `search_path`
+/// (`?options[search_path]=<schema>` in the DSN chooses the schema).
+pub const TABLE: &str = "llm_calls";
+
+/// A telemetry backend whose DDL can be printed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SchemaBackend {
+    Sqlite,
+    Postgres,
+}
+
+/// What a column holds, which decides how its value is bound.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ColumnType {
+    Text,
+    Integer,
+    Real,
+    Bool,
+    /// JSON text (`jsonb` in Postgres, `TEXT` in SQLite).
+    Json,
+    /// Unix milliseconds (`INTEGER` in SQLite, `timestamptz` in Postgres).
+    Timestamp,
+}
+
+/// One column: its name, what it holds and its declaration in each backend.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Column {
+    pub name: &'static str,
+    pub ty: ColumnType,
+    /// Type and constraints in SQLite (the text after the name).
+    pub sqlite: &'static str,
+    /// Type and constraints in Postgres.
+    pub postgres: &'static str,
+}
+
+const fn col(
+    name: &'static str,
+    ty: ColumnType,
+    sqlite: &'static str,
+    postgres: &'static str,
+) -> Column {
+    Column {
+        name,
+        ty,
+        sqlite,
+        postgres,
+    }
+}
+
+use ColumnType as T;
+
+/// Every column, in table order.
+pub const COLUMNS: &[Column] = &[
+    col("call_id", T::Text, "TEXT PRIMARY KEY", "TEXT NOT NULL"),
+    col("logical_call_id", T::Text, "TEXT NOT NULL", "TEXT NOT NULL"),
+    col("parent_call_id", T::Text, "TEXT", "TEXT"),
+    col("session_id", T::Text, "TEXT", "TEXT"),
+    col("event", T::Text, "TEXT NOT NULL", "TEXT NOT NULL"),
+    col("scope", T::Text, "TEXT NOT NULL", "TEXT NOT NULL"),
+    col("source_name", T::Text, "TEXT", "TEXT"),
+    col("provider", T::Text, "TEXT", "TEXT"),
+    col("model", T::Text, "TEXT", "TEXT"),
+    col("model_reported", T::Text, "TEXT", "TEXT"),
+    col("error_type", T::Text, "TEXT", "TEXT"),
+    col("error", T::Text, "TEXT", "TEXT"),
+    col("prompt_tokens", T::Integer, "INTEGER", "BIGINT"),
+    col("completion_tokens", T::Integer, "INTEGER", "BIGINT"),
+    col("cached_prompt_tokens", T::Integer, "INTEGER", "BIGINT"),
+    col("reasoning_tokens", T::Integer, "INTEGER", "BIGINT"),
+    col("usage_source", T::Text, "TEXT NOT NULL", "TEXT NOT NULL"),
+    col("latency_ms", T::Integer, "INTEGER", "BIGINT"),
+    col("ttft_ms", T::Real, "REAL", "DOUBLE PRECISION"),
+    col("max_inter_token_ms", T::Real, "REAL", "DOUBLE PRECISION"),
+    col("attempts", T::Integer, "INTEGER", "BIGINT"),
+    col(
+        "created_at",
+        T::Timestamp,
+        "INTEGER NOT NULL",
+        "TIMESTAMPTZ NOT NULL",
+    ),
+    // Added after the first cut: nullable or with a constant default.
+    col("messages", T::Json, "TEXT", "JSONB"),
+    col("response", T::Text, "TEXT", "TEXT"),
+    col("thinking", T::Text, "TEXT", "TEXT"),
+    col("total_latency_ms", T::Integer, "INTEGER", "BIGINT"),
+    col(
+        "cache_hit",
+        T::Bool,
+        "INTEGER NOT NULL DEFAULT 0",
+        "BOOLEAN NOT NULL DEFAULT false",
+    ),
+    col("cost", T::Real, "REAL", "DOUBLE PRECISION"),
+    col("sampling", T::Json, "TEXT", "JSONB"),
+    col(
+        "tenant_id",
+        T::Text,
+        "TEXT NOT NULL DEFAULT ''",
+        "TEXT NOT NULL DEFAULT ''",
+    ),
+    col(
+        "meta",
+        T::Json,
+        "TEXT NOT NULL DEFAULT '{}'",
+        "JSONB NOT NULL DEFAULT '{}'",
+    ),
+];
+
+impl Column {
+    /// The declaration in `backend`.
+    pub fn decl(&self, backend: SchemaBackend) -> &'static str {
+        match backend {
+            SchemaBackend::Sqlite => self.sqlite,
+            SchemaBackend::Postgres => self.postgres,
+        }
+    }
+}
+
+/// The `CREATE TABLE IF NOT EXISTS` statement the host runs when the table is missing, and
+/// what `polygateway telemetry schema-sql` prints. The Postgres primary key includes
+/// `created_at` so that the same definition, with `PARTITION BY RANGE (created_at)` added,
+/// makes a valid partitioned table; `created_at` is set when the row is built, so a row
+/// sent twice still has one key.
+pub fn create_table_sql(backend: SchemaBackend) -> String {
+    let mut lines: Vec<String> = COLUMNS
+        .iter()
+        .map(|c| format!("    {} {}", c.name, c.decl(backend)))
+        .collect();
+    if backend == SchemaBackend::Postgres {
+        lines.push("    PRIMARY KEY (call_id, created_at)".to_string());
+    }
+    format!(
+        "CREATE TABLE IF NOT EXISTS {TABLE} (\n{}\n)",
+        lines.join(",\n")
+    )
+}
+
+/// `ALTER TABLE … ADD COLUMN` for a missing column, as the host runs it in `auto` mode
+/// (after probing, so without `IF NOT EXISTS`, which takes the table lock even when the
+/// column exists).
+pub fn add_column_sql(backend: SchemaBackend, c: &Column) -> String {
+    format!(
+        "ALTER TABLE {TABLE} ADD COLUMN {} {}",
+        c.name,
+        add_decl(backend, c)
+    )
+}
+
+/// The statements printed for a person to add missing columns (re-runnable in Postgres).
+pub fn add_columns_advice(backend: SchemaBackend, missing: &[&Column]) -> String {
+    missing
+        .iter()
+        .map(|c| match backend {
+            SchemaBackend::Postgres => format!(
+                "ALTER TABLE {TABLE} ADD COLUMN IF NOT EXISTS {} {};",
+                c.name,
+                add_decl(backend, c)
+            ),
+            SchemaBackend::Sqlite => format!("{};", add_column_sql(backend, c)),
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// A column's declaration for `ADD COLUMN`: SQLite cannot add a primary key, so `call_id`
+/// is added as plain text there.
+fn add_decl(backend: SchemaBackend, c: &Column) -> &'static str {
+    match (backend, c.name) {
+        (SchemaBackend::Sqlite, "call_id") => "TEXT",
+        _ => c.decl(backend),
+    }
+}
+
+/// The columns of `COLUMNS` that `existing` (names from the catalog) lacks.
+pub fn missing_columns(existing: &[String]) -> Vec<&'static Column> {
+    COLUMNS
+        .iter()
+        .filter(|c| !existing.iter().any(|e| e.eq_ignore_ascii_case(c.name)))
+        .collect()
+}
+
+/// The columns of `COLUMNS` that `existing` has, in table order (what an insert names).
+pub fn present_columns(existing: &[String]) -> Vec<&'static Column> {
+    COLUMNS
+        .iter()
+        .filter(|c| existing.iter().any(|e| e.eq_ignore_ascii_case(c.name)))
+        .collect()
+}
+
+/// The value of one column for a row, before backend-specific binding.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SqlValue<'a> {
+    Text(Option<&'a str>),
+    Integer(Option<i64>),
+    Real(Option<f64>),
+    Bool(bool),
+    Json(Option<&'a str>),
+    /// Unix milliseconds.
+    Timestamp(i64),
+}
+
+fn int(v: Option<u64>) -> Option<i64> {
+    v.map(|x| i64::try_from(x).unwrap_or(i64::MAX))
+}
+
+/// The value of column `name` for `row`. Absent caller dimensions are stored as their
+/// sentinels (`''`, `{}`) so that row-level security comparisons never meet NULL.
+pub fn value<'a>(row: &'a CallRow, name: &str) -> SqlValue<'a> {
+    match name {
+        "call_id" => SqlValue::Text(Some(&row.call_id)),
+        "logical_call_id" => SqlValue::Text(Some(&row.logical_call_id)),
+        "parent_call_id" => SqlValue::Text(row.parent_call_id.as_deref()),
+        "session_id" => SqlValue::Text(row.session_id.as_deref()),
+        "event" => SqlValue::Text(Some(row.kind.as_str())),
+        "scope" => SqlValue::Text(Some(&row.scope)),
+        "source_name" => SqlValue::Text(row.source_name.as_deref()),
+        "provider" => SqlValue::Text(row.provider.as_deref()),
+        "model" => SqlValue::Text(row.model.as_deref()),
+        "model_reported" => SqlValue::Text(row.model_reported.as_deref()),
+        "error_type" => SqlValue::Text(row.error_type.as_deref()),
+        "error" => SqlValue::Text(row.error.as_deref()),
+        "prompt_tokens" => SqlValue::Integer(int(row.prompt_tokens)),
+        "completion_tokens" => SqlValue::Integer(int(row.completion_tokens)),
+        "cached_prompt_tokens" => SqlValue::Integer(int(row.cached_prompt_tokens)),
+        "reasoning_tokens" => SqlValue::Integer(int(row.reasoning_tokens)),
+        "usage_source" => SqlValue::Text(Some(row.usage_source.as_str())),
+        "latency_ms" => SqlValue::Integer(int(row.latency_ms)),
+        "ttft_ms" => SqlValue::Real(row.ttft_ms),
+        "max_inter_token_ms" => SqlValue::Real(row.max_inter_token_ms),
+        "attempts" => SqlValue::Integer(row.attempts.map(i64::from)),
+        "created_at" => SqlValue::Timestamp(row.created_at_ms),
+        "messages" => SqlValue::Json(row.messages.as_deref()),
+        "response" => SqlValue::Text(row.response.as_deref()),
+        "thinking" => SqlValue::Text(row.thinking.as_deref()),
+        "total_latency_ms" => SqlValue::Integer(int(row.total_latency_ms)),
+        "cache_hit" => SqlValue::Bool(row.cache_hit),
+        "cost" => SqlValue::Real(row.cost),
+        "sampling" => SqlValue::Json(row.sampling.as_deref()),
+        "tenant_id" => SqlValue::Text(Some(row.tenant_id.as_deref().unwrap_or(""))),
+        "meta" => SqlValue::Json(Some(row.meta.as_deref().unwrap_or("{}"))),
+        // Not a column of this schema: the catalog probe never yields one.
+        _ => SqlValue::Text(None),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::telemetry::RowKind;
+
+    #[test]
+    fn every_column_has_a_value_and_a_unique_name() {
+        let row = CallRow::new(RowKind::Attempt, "a", "l", "LLM", 1);
+        let mut names: Vec<&str> = COLUMNS.iter().map(|c| c.name).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), COLUMNS.len());
+        // Only the fallback arm yields Text(None) for a NOT NULL column: none may.
+        for c in COLUMNS {
+            let v = value(&row, c.name);
+            if c.sqlite.contains("NOT NULL") || c.sqlite.contains("PRIMARY KEY") {
+                assert_ne!(v, SqlValue::Text(None), "{}", c.name);
+            }
+        }
+    }
+
+    #[test]
+    fn ddl_lists_the_columns_in_order() {
+        let pg = create_table_sql(SchemaBackend::Postgres);
+        assert!(
+            pg.starts_with("CREATE TABLE IF NOT EXISTS llm_calls (\n    call_id TEXT NOT NULL,")
+        );
+        assert!(pg.ends_with("    PRIMARY KEY (call_id, created_at)\n)"));
+        let lite = create_table_sql(SchemaBackend::Sqlite);
+        assert!(lite.contains("    created_at INTEGER NOT NULL,\n    messages TEXT,"));
+        assert_eq!(
+            add_column_sql(SchemaBackend::Postgres, &COLUMNS[COLUMNS.len() - 1]),
+            "ALTER TABLE llm_calls ADD COLUMN meta JSONB NOT NULL DEFAULT '{}'"
+        );
+    }
+
+    #[test]
+    fn missing_and_present_columns() {
+        let existing: Vec<String> = COLUMNS
+            .iter()
+            .filter(|c| c.name != "thinking" && c.name != "sampling")
+            .map(|c| c.name.to_uppercase())
+            .collect();
+        let missing: Vec<&str> = missing_columns(&existing).iter().map(|c| c.name).collect();
+        assert_eq!(missing, vec!["thinking", "sampling"]);
+        assert_eq!(present_columns(&existing).len(), COLUMNS.len() - 2);
+        let advice = add_columns_advice(SchemaBackend::Postgres, &missing_columns(&existing));
+        assert_eq!(
+            advice,
+            "ALTER TABLE llm_calls ADD COLUMN IF NOT EXISTS thinking TEXT; ALTER TABLE llm_calls ADD COLUMN IF NOT EXISTS sampling JSONB;"
+        );
+    }
+}
