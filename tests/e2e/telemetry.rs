@@ -611,3 +611,36 @@ async fn metrics_expose_exact_counters_after_a_known_sequence() {
         );
     }
 }
+
+#[tokio::test]
+async fn the_text_cap_and_digests_apply_to_stored_rows_only_never_to_the_upstream_request() {
+    let m = mock().await;
+    let mut env = source(&m, "openai", 1, "tcap", "model-a");
+    env.push(kv("PGW_TELEMETRY_BACKEND", "sqlite"));
+    env.push(kv("PGW_TELEMETRY_TEXT_CAP", "8"));
+    let gw = gateway(env).await;
+    let image = "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAAB";
+    let mut b = body(false);
+    b["messages"] = json!([{"role": "user", "content": [
+        {"type": "text", "text": "describe this picture please"},
+        {"type": "image_url", "image_url": {"url": image}},
+    ]}]);
+    let (status, call_id, text) = chat(&gw, b.clone(), &[]).await;
+    assert_eq!(status, 200, "{text}");
+    // The upstream got the request untouched.
+    let sent = &polygateway_tests::hits(&m, "tcap").await[0]["body"]["messages"];
+    assert_eq!(sent, &b["messages"]);
+
+    let rows = Store::Sqlite(gw.telemetry_db())
+        .call_rows(&call_id, 2)
+        .await;
+    for r in &rows {
+        let stored = r["messages"].as_str().unwrap();
+        assert!(!stored.contains("iVBOR"), "binary part stored: {stored}");
+        let parts = &json_col(&r["messages"])[0]["content"];
+        assert_eq!(parts[0]["text"], "describe…[20 chars cut]");
+        assert_eq!(parts[1]["type"], "image_url");
+        assert!(parts[1].to_string().contains("sha256"), "{}", parts[1]);
+        assert_eq!(r["response"], "Hello fr…[21 chars cut]");
+    }
+}

@@ -233,7 +233,7 @@ impl<B: Backend> Writer<B> {
         if !missing.is_empty() && missing != self.warned_missing {
             tracing::warn!(
                 missing_columns = %missing.join(", "),
-                "telemetry table {} lacks columns {} (PGW_TELEMETRY_SCHEMA_MODE=manual: the host never alters it); rows are written without them. To add them: {}",
+                "telemetry table {} lacks columns {}; rows are written without them (PGW_TELEMETRY_SCHEMA_MODE=manual never alters the table). To add them: {}",
                 schema::TABLE,
                 missing.join(", "),
                 schema::add_columns_advice(self.backend.schema_backend(), &p.missing)
