@@ -42,6 +42,22 @@ enum Command {
         #[arg(default_value = "Why do LLM gateways need circuit breakers?")]
         prompt: String,
     },
+    /// Measure gateway overhead against the direct path and a bare pass-through proxy
+    /// (prints a table, writes JSON). Run on a quiet machine.
+    Bench {
+        /// Seconds per measured run.
+        #[arg(long, default_value_t = 3.0)]
+        duration_s: f64,
+        /// SSE chunks per streamed answer.
+        #[arg(long, default_value_t = 64)]
+        chunks: usize,
+        /// The high concurrency level (the low one is 1).
+        #[arg(long, default_value_t = 64)]
+        concurrency: usize,
+        /// Where to write the JSON report.
+        #[arg(long, default_value = "bench.json")]
+        out: PathBuf,
+    },
     /// Telemetry helpers.
     Telemetry {
         #[command(subcommand)]
@@ -80,6 +96,12 @@ pub fn run() -> ExitCode {
             Command::Serve => serve().await,
             Command::MockUpstream { listen, script } => mock(listen, script).await,
             Command::Demo { prompt } => demo(prompt).await,
+            Command::Bench {
+                duration_s,
+                chunks,
+                concurrency,
+                out,
+            } => bench(duration_s, chunks, concurrency, out).await,
             Command::Telemetry {
                 command: TelemetryCommand::SchemaSql { backend },
             } => schema_sql(backend),
@@ -142,6 +164,22 @@ async fn serve() -> ExitCode {
     match served {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => fail(&e.to_string()),
+    }
+}
+
+async fn bench(duration_s: f64, chunks: usize, concurrency: usize, out: PathBuf) -> ExitCode {
+    if !(duration_s.is_finite() && duration_s > 0.0) || concurrency == 0 {
+        return fail("--duration-s must be > 0 and --concurrency ≥ 1");
+    }
+    let opts = crate::bench::BenchOptions {
+        duration: std::time::Duration::from_secs_f64(duration_s),
+        chunks,
+        concurrency,
+        out,
+    };
+    match crate::bench::run(opts).await {
+        Ok(_) => ExitCode::SUCCESS,
+        Err(e) => fail(&e),
     }
 }
 

@@ -12,6 +12,7 @@
 //! ```
 //! Or run the OpenAI-compatible proxy: `polygateway serve`.
 
+pub mod bench;
 pub mod cli;
 pub mod config;
 pub mod error;

@@ -13,6 +13,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use axum::Router;
+use axum::serve::ListenerExt;
 use axum::routing::{get, post};
 use tokio::net::TcpListener;
 
@@ -84,6 +85,13 @@ pub async fn serve(
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let app = router(gateway).into_make_service_with_connect_info::<SocketAddr>();
+    // TCP_NODELAY on every client connection: without it, small SSE writes wait for the
+    // client's delayed ACK (~40 ms per chunk on Linux).
+    let listener = listener.tap_io(|tcp| {
+        if let Err(e) = tcp.set_nodelay(true) {
+            tracing::debug!(error = %e, "cannot set TCP_NODELAY on a client connection");
+        }
+    });
     axum::serve(listener, app)
         .with_graceful_shutdown(shutdown)
         .await

@@ -1,0 +1,263 @@
+//! `polygateway bench`: gateway overhead measured side by side with the direct path, in one
+//! run — a fast mock upstream, the bare pass-through proxy (the floor on the same HTTP stack),
+//! the gateway as a child process with the default governance on and with everything off,
+//! a load generator, and the plugin microbenchmark (wasm versus native). Prints one table
+//! and writes it as JSON. Numbers are only meaningful on a quiet machine.
+
+mod load;
+mod micro;
+mod passthrough;
+mod process;
+mod upstream;
+
+use std::io::Write;
+use std::time::Duration;
+
+pub use load::Stats;
+pub use micro::Micro;
+
+/// Benchmark parameters.
+#[derive(Debug, Clone)]
+pub struct BenchOptions {
+    /// Length of each measured run.
+    pub duration: Duration,
+    /// SSE chunks per streamed answer.
+    pub chunks: usize,
+    /// The high concurrency level (the low one is 1).
+    pub concurrency: usize,
+    /// Where the JSON report goes.
+    pub out: std::path::PathBuf,
+}
+
+/// One measured row.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Row {
+    pub mode: &'static str,
+    pub concurrency: usize,
+    pub path: &'static str,
+    pub stats: Stats,
+    /// p50 / p99 / p99.9 minus the direct path's, in µs (gateway and pass-through rows).
+    pub added_p50_us: Option<f64>,
+    pub added_p99_us: Option<f64>,
+    pub added_p999_us: Option<f64>,
+    /// CPU seconds of the gateway process per 1,000 requests.
+    pub cpu_s_per_1k: Option<f64>,
+    /// Throughput relative to the pass-through proxy.
+    pub vs_passthrough: Option<f64>,
+}
+
+/// The whole report.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Report {
+    pub machine: String,
+    pub duration_s: f64,
+    pub chunks: usize,
+    pub rows: Vec<Row>,
+    pub gateway_peak_rss_mib: Option<f64>,
+    pub gateway_off_peak_rss_mib: Option<f64>,
+    pub micro: Option<Micro>,
+}
+
+fn machine() -> String {
+    let cpus = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(0);
+    let model = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split(':').nth(1))
+                .map(|m| m.trim().to_string())
+        })
+        .unwrap_or_else(|| "unknown CPU".into());
+    format!("{cpus} CPUs, {model}")
+}
+
+fn gateway_env(upstream: &str, governance: bool) -> Vec<(String, String)> {
+    let mut env = vec![
+        ("LLM__OPENAI__1__BASE_URL".into(), format!("{upstream}/v1")),
+        ("LLM__OPENAI__1__MODEL".into(), "bench-model".into()),
+        ("LLM__OPENAI__1__API_KEY".into(), "sk-bench".into()),
+    ];
+    if governance {
+        // Default configuration: SQLite telemetry, memory limiter with every gate on (set
+        // high enough never to deny), breaker, health-aware selector.
+        env.extend([
+            ("LLM__OPENAI__1__MAX_CONCURRENCY".into(), "100000".into()),
+            ("LLM__OPENAI__1__RPM".into(), "1000000000".into()),
+            ("LLM__OPENAI__1__TPM".into(), "1000000000000".into()),
+            ("LLM__GLOBAL__MAX_CONCURRENCY".into(), "100000".into()),
+        ]);
+    } else {
+        env.push(("PGW_TELEMETRY_BACKEND".into(), "none".into()));
+    }
+    env
+}
+
+/// Run the benchmark and print the table; the report is also written as JSON.
+pub async fn run(opts: BenchOptions) -> Result<Report, String> {
+    let mut out = std::io::stdout();
+    let upstream_addr = upstream::start(opts.chunks)
+        .await
+        .map_err(|e| e.to_string())?;
+    let upstream = format!("http://{upstream_addr}");
+    let pass_addr = passthrough::start(upstream.clone())
+        .await
+        .map_err(|e| e.to_string())?;
+    let gw_on = process::GatewayChild::start(&gateway_env(&upstream, true)).await?;
+    let gw_off = process::GatewayChild::start(&gateway_env(&upstream, false)).await?;
+    let _ = writeln!(
+        out,
+        "polygateway bench: {} s per run, {} chunks per stream, concurrency 1 and {}",
+        opts.duration.as_secs_f64(),
+        opts.chunks,
+        opts.concurrency
+    );
+
+    let mut rows = Vec::new();
+    for (mode, stream) in [("non-stream", false), ("stream", true)] {
+        for conc in [1, opts.concurrency] {
+            // Warm every path's connection pool first.
+            for url in [
+                format!("{upstream}/v1/chat/completions"),
+                format!("http://{pass_addr}/v1/chat/completions"),
+                format!("{}/v1/chat/completions", gw_on.base_url),
+                format!("{}/v1/chat/completions", gw_off.base_url),
+            ] {
+                let _ = load::run(&url, stream, conc, Duration::from_millis(300)).await;
+            }
+            let direct = load::run(
+                &format!("{upstream}/v1/chat/completions"),
+                stream,
+                conc,
+                opts.duration,
+            )
+            .await;
+            let pass = load::run(
+                &format!("http://{pass_addr}/v1/chat/completions"),
+                stream,
+                conc,
+                opts.duration,
+            )
+            .await;
+            let cpu0 = gw_on.cpu_seconds();
+            let on = load::run(
+                &format!("{}/v1/chat/completions", gw_on.base_url),
+                stream,
+                conc,
+                opts.duration,
+            )
+            .await;
+            let cpu_on = gw_on
+                .cpu_seconds()
+                .zip(cpu0)
+                .map(|(b, a)| (b - a) / on.requests.max(1) as f64 * 1000.0);
+            let cpu0 = gw_off.cpu_seconds();
+            let off = load::run(
+                &format!("{}/v1/chat/completions", gw_off.base_url),
+                stream,
+                conc,
+                opts.duration,
+            )
+            .await;
+            let cpu_off = gw_off
+                .cpu_seconds()
+                .zip(cpu0)
+                .map(|(b, a)| (b - a) / off.requests.max(1) as f64 * 1000.0);
+            let row = |path: &'static str, s: &Stats, cpu: Option<f64>| Row {
+                mode,
+                concurrency: conc,
+                path,
+                added_p50_us: (path != "direct").then_some(s.p50_us - direct.p50_us),
+                added_p99_us: (path != "direct").then_some(s.p99_us - direct.p99_us),
+                added_p999_us: (path != "direct").then_some(s.p999_us - direct.p999_us),
+                cpu_s_per_1k: cpu,
+                vs_passthrough: (path.starts_with("gateway") && pass.rps > 0.0)
+                    .then(|| s.rps / pass.rps),
+                stats: s.clone(),
+            };
+            rows.push(row("direct", &direct, None));
+            rows.push(row("passthrough", &pass, None));
+            rows.push(row("gateway", &on, cpu_on));
+            rows.push(row("gateway-off", &off, cpu_off));
+        }
+    }
+    let micro = match micro::run(20_000) {
+        Ok(m) => Some(m),
+        Err(e) => {
+            let _ = writeln!(out, "plugin microbenchmark failed: {e}");
+            None
+        }
+    };
+    let report = Report {
+        machine: machine(),
+        duration_s: opts.duration.as_secs_f64(),
+        chunks: opts.chunks,
+        gateway_peak_rss_mib: gw_on.peak_rss_mib(),
+        gateway_off_peak_rss_mib: gw_off.peak_rss_mib(),
+        rows,
+        micro,
+    };
+    gw_on.stop().await;
+    gw_off.stop().await;
+    print_table(&mut out, &report);
+    let json = serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?;
+    std::fs::write(&opts.out, json).map_err(|e| format!("{}: {e}", opts.out.display()))?;
+    let _ = writeln!(out, "\nJSON written to {}", opts.out.display());
+    Ok(report)
+}
+
+fn us(x: f64) -> String {
+    format!("{x:.0}")
+}
+
+fn print_table(out: &mut impl Write, r: &Report) {
+    let _ = writeln!(out, "\nmachine: {}", r.machine);
+    let _ = writeln!(
+        out,
+        "| mode | conc | path | req/s | p50 µs | p99 µs | p99.9 µs | added p50 | added p99 | added p99.9 | TTFB p50 µs | CPU s/1k req | vs pass-through |"
+    );
+    let _ = writeln!(out, "|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+    for row in &r.rows {
+        let s = &row.stats;
+        let opt = |v: Option<f64>, f: fn(f64) -> String| v.map(f).unwrap_or_else(|| "–".into());
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {:.0} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            row.mode,
+            row.concurrency,
+            row.path,
+            s.rps,
+            us(s.p50_us),
+            us(s.p99_us),
+            us(s.p999_us),
+            opt(row.added_p50_us, us),
+            opt(row.added_p99_us, us),
+            opt(row.added_p999_us, us),
+            opt(s.ttfb_p50_us, us),
+            opt(row.cpu_s_per_1k, |x| format!("{x:.3}")),
+            opt(row.vs_passthrough, |x| format!("{:.0}%", x * 100.0)),
+        );
+    }
+    let _ = writeln!(
+        out,
+        "\npeak RSS: gateway {} MiB, gateway-off {} MiB",
+        r.gateway_peak_rss_mib
+            .map(|x| format!("{x:.1}"))
+            .unwrap_or_else(|| "?".into()),
+        r.gateway_off_peak_rss_mib
+            .map(|x| format!("{x:.1}"))
+            .unwrap_or_else(|| "?".into()),
+    );
+    if let Some(m) = &r.micro {
+        let _ = writeln!(
+            out,
+            "plugin cost (openai provider): build-request wasm {:.2} µs vs native {:.2} µs; one SSE chunk wasm {:.2} µs vs native {:.2} µs",
+            m.request_wasm_ns / 1000.0,
+            m.request_native_ns / 1000.0,
+            m.chunk_wasm_ns / 1000.0,
+            m.chunk_native_ns / 1000.0
+        );
+    }
+}

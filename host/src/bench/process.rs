@@ -1,0 +1,88 @@
+//! The gateway under test as a child `polygateway serve` process, and what `/proc` says about
+//! it: CPU seconds (utime + stime) and peak RSS.
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, Command};
+
+/// Linux reports CPU times in /proc in USER_HZ ticks, 100 per second on every mainstream
+/// architecture.
+const USER_HZ: f64 = 100.0;
+
+/// A running gateway process.
+pub struct GatewayChild {
+    child: Child,
+    pub base_url: String,
+    pub pid: u32,
+    _dir: tempfile::TempDir,
+}
+
+impl GatewayChild {
+    /// Start `serve` from this executable with `env` (plus PATH/HOME), on a free port.
+    pub async fn start(env: &[(String, String)]) -> Result<Self, String> {
+        let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+        let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+        let mut cmd = Command::new(exe);
+        cmd.arg("serve")
+            .current_dir(dir.path())
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("HOME", std::env::var("HOME").unwrap_or_default())
+            .env("PGW_LISTEN", "127.0.0.1:0")
+            .env("PGW_LOG", "warn")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true);
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let mut child = cmd.spawn().map_err(|e| e.to_string())?;
+        let pid = child.id().unwrap_or(0);
+        let stdout = child.stdout.take().ok_or("no stdout")?;
+        let mut lines = BufReader::new(stdout).lines();
+        let line = tokio::time::timeout(Duration::from_secs(60), lines.next_line())
+            .await
+            .map_err(|_| "gateway did not start within 60 s".to_string())?
+            .map_err(|e| e.to_string())?
+            .ok_or("gateway exited before listening")?;
+        let base_url = line
+            .strip_prefix("polygateway listening on ")
+            .ok_or_else(|| format!("unexpected first line: {line}"))?
+            .trim()
+            .to_string();
+        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+        Ok(Self {
+            child,
+            base_url,
+            pid,
+            _dir: dir,
+        })
+    }
+
+    /// CPU seconds used so far (user + system).
+    pub fn cpu_seconds(&self) -> Option<f64> {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.pid)).ok()?;
+        // Fields after the `(comm)`: state is field 3; utime 14, stime 15 (1-based).
+        let rest = stat.rsplit_once(')')?.1;
+        let f: Vec<&str> = rest.split_whitespace().collect();
+        let utime: f64 = f.get(11)?.parse().ok()?;
+        let stime: f64 = f.get(12)?.parse().ok()?;
+        Some((utime + stime) / USER_HZ)
+    }
+
+    /// Peak resident set size in MiB (`VmHWM`).
+    pub fn peak_rss_mib(&self) -> Option<f64> {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid)).ok()?;
+        let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+        let kb: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+        Some(kb / 1024.0)
+    }
+
+    /// Stop the process.
+    pub async fn stop(mut self) {
+        let _ = self.child.kill().await;
+    }
+}
