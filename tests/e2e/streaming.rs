@@ -134,7 +134,9 @@ async fn a_client_disconnect_cancels_the_upstream_attempt() {
         json!({"then": {"content": "a b c d", "stall_after_chunks": 2}}),
     )
     .await;
-    let gw = gateway(source(&m, "openai", 1, "stall", "gpt-x")).await;
+    let mut env = source(&m, "openai", 1, "stall", "gpt-x");
+    env.push(kv("PGW_TELEMETRY_BACKEND", "sqlite"));
+    let gw = gateway(env).await;
     let resp = reqwest::Client::new()
         .post(format!("{}/v1/chat/completions", gw.base_url))
         .json(&chat_body(true))
@@ -154,4 +156,21 @@ async fn a_client_disconnect_cancels_the_upstream_attempt() {
         }
     })
     .await;
+    // The call still leaves its terminal row, marked cancelled.
+    let db = gw.telemetry_db();
+    let rows = eventually(10, || {
+        let db = db.clone();
+        async move {
+            let rows = polygateway_tests::telemetry_rows(&db, &["event", "error_type"]).await;
+            rows.iter()
+                .any(|r| r["event"] == "terminal_failure")
+                .then_some(rows)
+        }
+    })
+    .await;
+    assert!(
+        rows.iter()
+            .any(|r| r["event"] == "terminal_failure" && r["error_type"] == "cancelled"),
+        "{rows:?}"
+    );
 }

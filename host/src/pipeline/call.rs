@@ -37,6 +37,26 @@ pub(crate) async fn run_call(
         });
     };
     let mut st = CallState::new();
+    // If this future is dropped before the call ends (the client went away, the embedding
+    // task was aborted), the guard still writes the call's terminal row.
+    let mut cancelled = CancelGuard {
+        inner: inner.clone(),
+        row: Some({
+            let mut row = rows::terminal_row(
+                &inner.recorder,
+                scope,
+                &req,
+                &st,
+                &Err(GatewayError::Internal(String::new())),
+                std::time::Duration::ZERO,
+            );
+            row.error_type = Some("cancelled".into());
+            row.error = Some("the caller went away before the call finished".into());
+            row.attempts = None;
+            row
+        }),
+        started: st.started,
+    };
     let span = tracing::info_span!("call", call_id = %st.call_id, scope = %scope.settings.name);
     let deadline = req.call_deadline.or(scope.settings.call_deadline);
     let result = async {
@@ -59,6 +79,7 @@ pub(crate) async fn run_call(
     }
     .instrument(span)
     .await;
+    cancelled.row = None;
     let latency = st.started.elapsed();
     inner.recorder.record(rows::terminal_row(
         &inner.recorder,
@@ -72,4 +93,21 @@ pub(crate) async fn run_call(
         let _ = tx.send(CallEvent::End(Box::new(r.clone()))).await;
     }
     result
+}
+
+/// Writes a `cancelled` terminal row when a call's future is dropped before it ends
+/// (attempts and source unknown at that point: NULL).
+struct CancelGuard {
+    inner: Arc<Inner>,
+    row: Option<crate::telemetry::CallRow>,
+    started: tokio::time::Instant,
+}
+
+impl Drop for CancelGuard {
+    fn drop(&mut self) {
+        if let Some(mut row) = self.row.take() {
+            row.total_latency_ms = Some(self.started.elapsed().as_millis() as u64);
+            self.inner.recorder.record(row);
+        }
+    }
 }
