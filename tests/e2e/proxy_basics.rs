@@ -142,8 +142,15 @@ async fn body_limit_keys_and_models() {
     assert_eq!(too_big.status().as_u16(), 413);
     let v: Value = too_big.json().await.unwrap();
     assert_eq!(v["error"]["type"], "request_too_large");
+    let anonymous = client
+        .get(format!("{}/v1/models", gw.base_url))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(anonymous.status().as_u16(), 401);
     let models: Value = client
         .get(format!("{}/v1/models", gw.base_url))
+        .bearer_auth("client-key-1")
         .send()
         .await
         .unwrap()

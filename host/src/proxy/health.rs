@@ -1,13 +1,25 @@
-//! `GET /v1/models` (the scope aliases) and `GET /healthz` (scopes, sources, plugins,
-//! telemetry).
+//! `GET /v1/models` (the scope aliases; client auth like the chat endpoint) and `GET /healthz`
+//! (scopes, sources, plugins, telemetry; open, for load-balancer probes on the listen address).
 
-use axum::extract::State;
+use std::net::SocketAddr;
+
+use axum::extract::{ConnectInfo, State};
+use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
 use super::AppState;
+use super::errors::plain_error;
 
-pub(crate) async fn models(State(state): State<AppState>) -> Response {
+pub(crate) async fn models(
+    State(state): State<AppState>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
+) -> Response {
+    if let Err(e) = super::auth::check(&state.api_keys, &headers, peer) {
+        let (status, ty, message) = e.into_gateway_error();
+        return plain_error(status, ty, &message);
+    }
     let data: Vec<_> = state
         .gateway
         .settings()
