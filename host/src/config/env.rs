@@ -233,6 +233,10 @@ pub fn settings_from_vars(
         }
     }
 
+    let cache_on = matches!(
+        process.get("PGW_CACHE_BACKEND").map(|v| v.trim()),
+        Some("memory" | "redis")
+    );
     let process = parse_process(&process, &mut problems);
 
     for (scope, keys) in &scope_keys {
@@ -299,6 +303,12 @@ pub fn settings_from_vars(
             .get("CALL_DEADLINE_S")
             .and_then(|(key, v)| parse_seconds(key, v, false, &mut problems));
         let governance = parse_governance(scope_name, keys, &mut problems);
+        let cache = super::cache::parse_scope(
+            scope_name,
+            &|sub| keys.get(sub).cloned(),
+            cache_on,
+            &mut |k, m| problems.add(k, m),
+        );
         let other = keys
             .iter()
             .filter(|(k, _)| k.starts_with("CACHE__") || k.starts_with("STRUCTURED__"))
@@ -311,6 +321,7 @@ pub fn settings_from_vars(
             retry,
             call_deadline,
             governance,
+            cache,
             other,
         });
     }
@@ -514,6 +525,9 @@ fn parse_process(
         },
         None => 64 * 1024 * 1024,
     };
+    let cache = super::cache::parse_process(&|k| get(k).map(str::to_string), &mut |k, m| {
+        problems.add(k, m)
+    });
     let other = map
         .iter()
         .filter(|(k, _)| {
@@ -543,6 +557,7 @@ fn parse_process(
         plugin_cache_dir: get("PGW_PLUGIN_CACHE_DIR").map(PathBuf::from),
         plugin_timeout,
         plugin_memory_bytes,
+        cache,
         other,
     })
 }

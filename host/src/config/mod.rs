@@ -2,11 +2,13 @@
 //! (DESIGN §5). Parsing collects every problem in one run; each message names the exact key.
 
 mod backends;
+mod cache;
 mod env;
 mod settings;
 mod telemetry;
 
 pub use backends::{StateBackend, StateBackends};
+pub use cache::{CacheBackendKind, CacheSettings, ScopeCacheSettings};
 pub use env::{ConfigError, ConfigProblem, load_dotenv, settings_from_env, settings_from_vars};
 pub use settings::PROTECTED_BODY_KEYS;
 pub use settings::{

@@ -7,6 +7,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::cache::{CacheSettings, ScopeCacheSettings};
+
 /// Everything the gateway needs to start.
 #[derive(Debug, Clone)]
 pub struct Settings {
@@ -49,6 +51,8 @@ pub struct ProcessSettings {
     pub plugin_timeout: Duration,
     /// `PGW_PLUGIN_MEMORY_MB`: memory cap of one plugin instance, default 64 MiB.
     pub plugin_memory_bytes: usize,
+    /// `PGW_CACHE_BACKEND` and the bounds of the response cache.
+    pub cache: CacheSettings,
     /// Keys that are recognised but belong to features configured elsewhere (cache, Redis
     /// backends, pricing); kept verbatim so later layers can read them.
     pub other: BTreeMap<String, String>,
@@ -71,6 +75,8 @@ pub struct ScopeSettings {
     pub call_deadline: Option<Duration>,
     /// Admission policies, breaker tuning, global limits, stall window, selector.
     pub governance: GovernanceSettings,
+    /// `{SCOPE}__CACHE__TTL_S|NAMESPACE`.
+    pub cache: ScopeCacheSettings,
     /// Scope keys recognised but consumed by later layers (breaker, limiter, cache, …).
     pub other: BTreeMap<String, String>,
 }

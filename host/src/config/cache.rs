@@ -1,0 +1,200 @@
+//! Typed response-cache settings (`PGW_CACHE_BACKEND`, `{SCOPE}__CACHE__TTL_S|NAMESPACE`;
+//! DESIGN §5, reference §7.5) and their parsing; every problem names its key. The Redis
+//! server and key prefix (`PGW_REDIS_URL`, `PGW_REDIS_PREFIX`) are those of the state
+//! backends (`config/backends.rs`).
+
+use std::time::Duration;
+
+/// Where the response cache lives (`PGW_CACHE_BACKEND`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum CacheBackendKind {
+    /// No response cache (the default: caching is opt-in per deployment).
+    #[default]
+    None,
+    /// In-process, bounded by `memory_max_entries` and `memory_max_bytes`.
+    Memory,
+    /// Shared through Redis (`PGW_REDIS_URL`).
+    Redis,
+}
+
+impl CacheBackendKind {
+    /// The configured value (`none`, `memory`, `redis`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CacheBackendKind::None => "none",
+            CacheBackendKind::Memory => "memory",
+            CacheBackendKind::Redis => "redis",
+        }
+    }
+}
+
+/// The response cache of the process.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CacheSettings {
+    /// `PGW_CACHE_BACKEND` (default `none`). Keys are `{PGW_REDIS_PREFIX}cache:<sha256>`,
+    /// in the memory backend too.
+    pub backend: CacheBackendKind,
+    /// Most entries the memory backend keeps (default 10 000; no env key).
+    pub memory_max_entries: usize,
+    /// Most bytes — keys plus stored answers — the memory backend keeps (default 64 MiB; no
+    /// env key).
+    pub memory_max_bytes: usize,
+    /// Bound of one cache read or write; past it a read misses and a write is dropped
+    /// (default 250 ms; no env key).
+    pub op_timeout: Duration,
+}
+
+impl Default for CacheSettings {
+    fn default() -> Self {
+        Self {
+            backend: CacheBackendKind::None,
+            memory_max_entries: 10_000,
+            memory_max_bytes: 64 * 1024 * 1024,
+            op_timeout: Duration::from_millis(250),
+        }
+    }
+}
+
+/// `{SCOPE}__CACHE__*`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ScopeCacheSettings {
+    /// `{SCOPE}__CACHE__TTL_S`: lifetime of a stored answer; required (> 0) when the process
+    /// has a cache backend.
+    pub ttl: Option<Duration>,
+    /// `{SCOPE}__CACHE__NAMESPACE`: the default namespace of the scope's keys (default the
+    /// scope name); a call's `x-pgw-cache-namespace` overrides it.
+    pub namespace: Option<String>,
+}
+
+/// Reports one problem: (key, message).
+pub(super) type Report<'a> = &'a mut dyn FnMut(&str, String);
+
+/// Parse the process keys (`get` returns a trimmed, non-empty value).
+pub(super) fn parse_process(
+    get: &dyn Fn(&str) -> Option<String>,
+    report: Report<'_>,
+) -> CacheSettings {
+    let backend = match get("PGW_CACHE_BACKEND").as_deref() {
+        None | Some("none") => CacheBackendKind::None,
+        Some("memory") => CacheBackendKind::Memory,
+        Some("redis") => CacheBackendKind::Redis,
+        // Any other value is reported by the allowed-values check in `env.rs`.
+        Some(_) => CacheBackendKind::None,
+    };
+    if backend == CacheBackendKind::Redis && get("PGW_REDIS_URL").is_none() {
+        report("PGW_CACHE_BACKEND", "`redis` needs PGW_REDIS_URL".into());
+    }
+    CacheSettings {
+        backend,
+        ..CacheSettings::default()
+    }
+}
+
+/// Parse `{SCOPE}__CACHE__TTL_S` and `{SCOPE}__CACHE__NAMESPACE` (`get` takes the part after
+/// `{SCOPE}__` and returns (key, raw value)). `cache_on`: the process has a backend, so the
+/// TTL is required.
+pub(super) fn parse_scope(
+    scope: &str,
+    get: &dyn Fn(&str) -> Option<(String, String)>,
+    cache_on: bool,
+    report: Report<'_>,
+) -> ScopeCacheSettings {
+    let mut s = ScopeCacheSettings::default();
+    match get("CACHE__TTL_S") {
+        Some((key, v)) => match v.trim().parse::<f64>() {
+            Ok(x) if x.is_finite() && x > 0.0 && x < 1e9 => {
+                s.ttl = Some(Duration::from_secs_f64(x))
+            }
+            _ => report(
+                &key,
+                format!("expected a finite number of seconds > 0, got `{v}`"),
+            ),
+        },
+        None if cache_on => report(
+            &format!("{scope}__CACHE__TTL_S"),
+            "required when PGW_CACHE_BACKEND is memory or redis (entries must expire)".into(),
+        ),
+        None => {}
+    }
+    if let Some((key, v)) = get("CACHE__NAMESPACE") {
+        let v = v.trim();
+        if v.is_empty() || v.len() > 256 {
+            report(&key, "expected 1–256 characters".into());
+        } else {
+            s.namespace = Some(v.to_string());
+        }
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{ConfigError, settings_from_vars};
+    use super::*;
+
+    fn vars(extra: &[(&str, &str)]) -> Vec<(String, String)> {
+        let mut v = vec![
+            ("LLM__OPENAI__1__BASE_URL", "http://a"),
+            ("LLM__OPENAI__1__MODEL", "m"),
+        ];
+        v.extend_from_slice(extra);
+        v.into_iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    fn problem_keys(extra: &[(&str, &str)]) -> Vec<String> {
+        match settings_from_vars(vars(extra)) {
+            Err(ConfigError::Invalid(p)) => p.into_iter().map(|p| p.key).collect(),
+            other => vec![format!("no problems: {other:?}")],
+        }
+    }
+
+    #[test]
+    fn off_by_default_and_typed_when_on() {
+        let s = settings_from_vars(vars(&[])).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(s.process.cache.backend, CacheBackendKind::None);
+        assert_eq!(s.scopes[0].cache, ScopeCacheSettings::default());
+
+        let s = settings_from_vars(vars(&[
+            ("PGW_CACHE_BACKEND", "redis"),
+            ("PGW_REDIS_URL", "redis://127.0.0.1:6379/0"),
+            ("PGW_REDIS_PREFIX", "t1:"),
+            ("LLM__CACHE__TTL_S", "2.5"),
+            ("LLM__CACHE__NAMESPACE", "acme"),
+        ]))
+        .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(s.process.cache.backend, CacheBackendKind::Redis);
+        assert_eq!(s.process.backends.redis_prefix, "t1:");
+        assert_eq!(s.scopes[0].cache.ttl, Some(Duration::from_millis(2500)));
+        assert_eq!(s.scopes[0].cache.namespace.as_deref(), Some("acme"));
+    }
+
+    #[test]
+    fn a_cache_needs_a_ttl_per_scope_and_redis_a_url() {
+        assert_eq!(
+            problem_keys(&[("PGW_CACHE_BACKEND", "memory")]),
+            vec!["LLM__CACHE__TTL_S"]
+        );
+        assert_eq!(
+            problem_keys(&[("PGW_CACHE_BACKEND", "redis"), ("LLM__CACHE__TTL_S", "60")]),
+            vec!["PGW_CACHE_BACKEND"]
+        );
+        for bad in ["0", "-1", "soon", "NaN"] {
+            assert_eq!(
+                problem_keys(&[("PGW_CACHE_BACKEND", "memory"), ("LLM__CACHE__TTL_S", bad)]),
+                vec!["LLM__CACHE__TTL_S"],
+                "{bad}"
+            );
+        }
+        assert_eq!(
+            problem_keys(&[("PGW_CACHE_BACKEND", "disk")]),
+            vec!["PGW_CACHE_BACKEND"]
+        );
+        // Without a backend the TTL may be absent, but a bad one is still refused.
+        assert_eq!(
+            problem_keys(&[("LLM__CACHE__TTL_S", "0")]),
+            vec!["LLM__CACHE__TTL_S"]
+        );
+    }
+}
