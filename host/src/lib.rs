@@ -13,6 +13,7 @@
 //! Or run the OpenAI-compatible proxy: `polygateway serve`.
 
 pub mod bench;
+pub mod cache;
 pub mod cli;
 pub mod config;
 pub mod error;

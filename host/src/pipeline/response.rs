@@ -4,7 +4,7 @@ use crate::plugin::{Delta, finish_reason_str};
 use crate::telemetry::UsageSource;
 
 /// Token usage of an answer (the upstream's last report).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct TokenUsage {
     pub prompt_tokens: u64,
     pub completion_tokens: u64,
@@ -15,7 +15,7 @@ pub struct TokenUsage {
 }
 
 /// One complete tool call of an answer.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ToolCall {
     pub index: u32,
     pub id: Option<String>,
@@ -24,8 +24,8 @@ pub struct ToolCall {
     pub arguments: String,
 }
 
-/// The answer of one logical call.
-#[derive(Debug, Clone, serde::Serialize)]
+/// The answer of one logical call. The response cache stores it as JSON.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct ChatResponse {
     /// The logical call id (`x-pgw-call-id`).
     pub call_id: String,
@@ -59,6 +59,10 @@ pub struct ChatResponse {
     /// Microseconds the gateway itself spent on the call (upstream waits and back-off
     /// sleeps excluded).
     pub overhead_us: u64,
+    /// Served by the response cache (a stored answer, or an identical call in flight):
+    /// no upstream attempt was made for this call (`x-pgw-cache-hit`).
+    #[serde(default)]
+    pub cache_hit: bool,
 }
 
 /// Builds an answer from deltas: text is appended, tool-call fragments joined by index,

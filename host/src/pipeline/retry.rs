@@ -356,5 +356,6 @@ fn response(
         max_inter_token_ms: metrics.max_inter_token.map(ms),
         salvaged: answer.salvaged,
         overhead_us: st.overhead().as_micros() as u64,
+        cache_hit: false,
     }
 }
