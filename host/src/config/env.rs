@@ -309,9 +309,13 @@ pub fn settings_from_vars(
             cache_on,
             &mut |k, m| problems.add(k, m),
         );
+        let structured =
+            super::structured::parse_scope(&|sub| keys.get(sub).cloned(), &mut |k, m| {
+                problems.add(k, m)
+            });
         let other = keys
             .iter()
-            .filter(|(k, _)| k.starts_with("CACHE__") || k.starts_with("STRUCTURED__"))
+            .filter(|(k, _)| k.starts_with("CACHE__"))
             .map(|(k, (_, v))| (k.clone(), v.clone()))
             .collect();
         scopes.push(ScopeSettings {
@@ -322,6 +326,7 @@ pub fn settings_from_vars(
             call_deadline,
             governance,
             cache,
+            structured,
             other,
         });
     }

@@ -5,6 +5,7 @@ mod backends;
 mod cache;
 mod env;
 mod settings;
+mod structured;
 mod telemetry;
 
 pub use backends::{StateBackend, StateBackends};
@@ -16,3 +17,4 @@ pub use settings::{
     SchemaMode, ScopeSettings, Settings, SourceSettings, TelemetryBackend, TelemetrySettings,
     TimeoutSettings, WaitPolicy,
 };
+pub use structured::{MAX_STRUCTURED_RETRIES, ScopeStructuredSettings};

@@ -77,6 +77,8 @@ pub struct ScopeSettings {
     pub governance: GovernanceSettings,
     /// `{SCOPE}__CACHE__TTL_S|NAMESPACE`.
     pub cache: ScopeCacheSettings,
+    /// `{SCOPE}__STRUCTURED__STRATEGY|MAX_RETRIES`.
+    pub structured: super::structured::ScopeStructuredSettings,
     /// Scope keys recognised but consumed by later layers (breaker, limiter, cache, …).
     pub other: BTreeMap<String, String>,
 }
