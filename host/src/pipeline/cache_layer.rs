@@ -1,22 +1,355 @@
-//! The response-cache layer (reference §4.3, §7.5): outside the structured-output ladder and
-//! the retry loop, so a hit never touches the limiter, the breaker or the upstream.
-//! Not built yet: every call passes through to the structured-output layer.
+//! The response-cache layer (reference §4.3, §4.4, §7.5): outside the structured-output
+//! ladder and the retry loop, so a hit never touches the limiter, the breaker or the
+//! upstream. Inside the deadline, so cache I/O counts against it.
+//!
+//! One call here: `x-pgw-cache: bypass` → straight through. Otherwise look the key up; a
+//! hit is replayed (a stream: `Start`, then role, reasoning, content, tool calls and finish
+//! deltas, which the proxy encodes like a live answer). A miss joins the single-flight of
+//! its key: the first caller (the leader) runs the call in a spawned task and streams it
+//! live through a relay that outlives the leader, so a leader that goes away does not cancel
+//! the call for the others; identical callers meanwhile (followers) wait for the answer and
+//! get a replay. The task stores a complete answer unless the leader said `no-store`. When
+//! the shared call fails, followers get the same error — except an interrupted stream
+//! (only the leader's client saw output), after which each follower runs its own call.
 
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::sync::{mpsc, oneshot};
+use tokio::time::Instant;
+
+use crate::cache::{CacheError, Publisher, ResponseCache, SingleFlight, is_storable};
+use crate::config::Settings;
 use crate::error::GatewayError;
+use crate::governance::SharedClock;
+use crate::plugin::{Delta, FinishReason, ToolCallDelta};
 
 use super::gateway::{Inner, ScopeRuntime};
-use super::request::ChatRequest;
+use super::request::{CacheMode, ChatRequest};
 use super::response::ChatResponse;
-use super::sink::{CallState, Sink};
+use super::sink::{CallEvent, CallState, Sink, StreamStart};
 use super::structured_layer;
 
-/// Serve a call through the cache (today: straight through).
+/// The result of a shared call, as every caller of the flight sees it.
+type Shared = Arc<Result<ChatResponse, GatewayError>>;
+
+/// Capacity of the relay channel between the shared call and its leader (events).
+const RELAY_CAPACITY: usize = 64;
+
+/// The response cache and the single-flight of identical calls in flight.
+pub(crate) struct CacheRuntime {
+    pub cache: ResponseCache,
+    flights: SingleFlight<Shared>,
+}
+
+impl CacheRuntime {
+    /// The runtime for these settings; `None` when `PGW_CACHE_BACKEND=none`.
+    pub(crate) fn from_settings(
+        settings: &Settings,
+        clock: SharedClock,
+    ) -> Result<Option<Self>, CacheError> {
+        Ok(
+            ResponseCache::from_settings(settings, clock)?.map(|cache| Self {
+                cache,
+                flights: SingleFlight::new(),
+            }),
+        )
+    }
+}
+
+/// The cache's part of `/healthz`.
+pub(crate) fn health(rt: Option<&CacheRuntime>) -> Value {
+    let Some(rt) = rt else {
+        return json!({ "backend": "none" });
+    };
+    let mut v = serde_json::to_value(rt.cache.status()).unwrap_or_else(|_| json!({}));
+    v["in_flight"] = json!(rt.flights.in_flight());
+    v["waiting_callers"] = json!(rt.flights.callers());
+    v
+}
+
+/// Serve a call through the cache.
 pub(crate) async fn serve(
-    inner: &Inner,
+    inner: &Arc<Inner>,
     scope: &ScopeRuntime,
     req: &ChatRequest,
     st: &mut CallState,
     sink: &mut Sink,
 ) -> Result<ChatResponse, GatewayError> {
-    structured_layer::serve(inner, scope, req, st, sink).await
+    let rt = match &inner.cache {
+        Some(rt) if req.cache_mode != CacheMode::Bypass => rt,
+        _ => return structured_layer::serve(inner, scope, req, st, sink).await,
+    };
+    let scope_name = &scope.settings.name;
+    let (Some(key), Some(scope_idx)) = (
+        rt.cache.key(scope_name, req),
+        inner.scopes.iter().position(|s| std::ptr::eq(s, scope)),
+    ) else {
+        return structured_layer::serve(inner, scope, req, st, sink).await;
+    };
+    let result = serve_cached(rt, inner, scope, scope_idx, key, req, st, sink).await;
+    // `/metrics`: a hit is a call answered without an upstream call of its own (a stored
+    // answer, or the answer of an identical call in flight).
+    let hit = matches!(&result, Ok(r) if r.cache_hit);
+    inner.recorder.metrics().cache_lookup(scope_name, hit);
+    result
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn serve_cached(
+    rt: &CacheRuntime,
+    inner: &Arc<Inner>,
+    scope: &ScopeRuntime,
+    scope_idx: usize,
+    key: String,
+    req: &ChatRequest,
+    st: &mut CallState,
+    sink: &mut Sink,
+) -> Result<ChatResponse, GatewayError> {
+    let scope_name = &scope.settings.name;
+    if let Some(hit) = rt.cache.lookup(&key).await {
+        return replay(hit, scope_name, Duration::ZERO, st, sink).await;
+    }
+
+    let store = req.cache_mode != CacheMode::NoStore;
+    let (relay_tx, relay_rx) = match sink {
+        Sink::Channel(_) => {
+            let (tx, rx) = mpsc::channel(RELAY_CAPACITY);
+            (Some(tx), Some(rx))
+        }
+        Sink::Collect => (None, None),
+    };
+    let (state_tx, state_rx) = oneshot::channel();
+    // Only a leader builds the shared call (the closure runs only then).
+    let flight = rt.flights.join(&key, |publisher| {
+        SharedCall {
+            inner: inner.clone(),
+            scope_idx,
+            req: req.clone(),
+            state: same_call(st),
+            relay: relay_tx,
+            state_back: state_tx,
+            key: key.clone(),
+            store,
+        }
+        .run(publisher)
+    });
+    if flight.is_leader() {
+        if let (Some(mut rx), Sink::Channel(out)) = (relay_rx, &*sink) {
+            while let Some(ev) = rx.recv().await {
+                if matches!(ev, CallEvent::Start(_)) {
+                    st.committed = true;
+                }
+                if out.send(ev).await.is_err() {
+                    return Err(GatewayError::Internal("the client went away".into()));
+                }
+            }
+        }
+        if let Ok(state) = state_rx.await {
+            *st = state;
+        }
+        return match flight.wait().await {
+            Some(shared) => (*shared).clone(),
+            None => Err(GatewayError::Internal(
+                "the shared call ended without an answer".into(),
+            )),
+        };
+    }
+
+    // A follower: wait for the leader's answer (time spent waiting counts as upstream wait).
+    let waited = Instant::now();
+    let shared = flight.wait().await;
+    drop(flight);
+    st.upstream_wait += waited.elapsed();
+    match shared.as_deref() {
+        Some(Ok(answer)) => {
+            rt.cache.note_coalesced();
+            let latency = st.started.elapsed();
+            replay(answer.clone(), scope_name, latency, st, sink).await
+        }
+        Some(Err(GatewayError::StreamInterrupted { .. })) | None => {
+            let result = structured_layer::serve(inner, scope, req, st, sink).await;
+            if let (Ok(answer), true) = (&result, store) {
+                rt.cache.store(scope_name, &key, answer).await;
+            }
+            result
+        }
+        Some(Err(e)) => Err(e.clone()),
+    }
+}
+
+/// A fresh call state for the shared call, with the leader's ids and start time (so its
+/// answer, events and telemetry rows carry the leader's call id).
+fn same_call(st: &CallState) -> CallState {
+    let mut s = CallState::new();
+    s.call_id = st.call_id.clone();
+    s.started = st.started;
+    s.created_unix = st.created_unix;
+    s.created_at_ms = st.created_at_ms;
+    s
+}
+
+/// The leader's call, run in its own task by the single-flight.
+struct SharedCall {
+    inner: Arc<Inner>,
+    scope_idx: usize,
+    req: ChatRequest,
+    state: CallState,
+    /// Live events to the leader, when it streams.
+    relay: Option<mpsc::Sender<CallEvent>>,
+    /// The call state back to the leader (attempts, sources, timings for its row).
+    state_back: oneshot::Sender<CallState>,
+    key: String,
+    store: bool,
+}
+
+impl SharedCall {
+    async fn run(self, publisher: Publisher<Shared>) {
+        let SharedCall {
+            inner,
+            scope_idx,
+            req,
+            mut state,
+            relay,
+            state_back,
+            key,
+            store,
+        } = self;
+        let Some(scope) = inner.scopes.get(scope_idx) else {
+            publisher.publish(Arc::new(Err(GatewayError::Internal(
+                "scope vanished".into(),
+            ))));
+            return;
+        };
+        let result = match relay {
+            None => {
+                structured_layer::serve(&inner, scope, &req, &mut state, &mut Sink::Collect).await
+            }
+            Some(leader) => {
+                let (tx, mut rx) = mpsc::channel::<CallEvent>(RELAY_CAPACITY);
+                let call = async {
+                    let mut sink = Sink::Channel(tx);
+                    structured_layer::serve(&inner, scope, &req, &mut state, &mut sink).await
+                };
+                // Forward to the leader while it listens; once it is gone keep draining, so
+                // the call goes on for the followers.
+                let relay = async move {
+                    let mut to = Some(leader);
+                    while let Some(ev) = rx.recv().await {
+                        if let Some(t) = &to
+                            && t.send(ev).await.is_err()
+                        {
+                            to = None;
+                        }
+                    }
+                };
+                tokio::join!(call, relay).0
+            }
+        };
+        let _ = state_back.send(state);
+        let to_store = match &result {
+            Ok(answer) if store && is_storable(answer) => Some(answer.clone()),
+            _ => None,
+        };
+        publisher.publish(Arc::new(result));
+        // After publishing: callers are answered; joiners meanwhile still get the result.
+        if let (Some(rt), Some(answer)) = (&inner.cache, to_store) {
+            rt.cache.store(&scope.settings.name, &key, &answer).await;
+        }
+    }
+}
+
+/// Serve a stored or shared answer as this call's answer: a stream gets `Start` and the
+/// answer's deltas; the terminal row is a cache-hit row (`latency`: 0 for a stored answer,
+/// the wait for a coalesced one).
+async fn replay(
+    mut r: ChatResponse,
+    scope_name: &str,
+    latency: Duration,
+    st: &mut CallState,
+    sink: &mut Sink,
+) -> Result<ChatResponse, GatewayError> {
+    r.call_id = st.call_id.clone();
+    r.scope = scope_name.to_string();
+    r.attempts = 0;
+    r.latency_ms = latency.as_millis() as u64;
+    r.ttft_ms = None;
+    r.max_inter_token_ms = None;
+    r.cache_hit = true;
+    r.overhead_us = st.overhead().as_micros() as u64;
+    if let Sink::Channel(tx) = sink {
+        st.committed = true;
+        let start = StreamStart {
+            call_id: r.call_id.clone(),
+            source_name: r.source_name.clone(),
+            model: r.model.clone(),
+            model_reported: r.model_reported.clone(),
+            attempts: 0,
+            overhead_us: r.overhead_us,
+            created: st.created_unix,
+            cache_hit: true,
+        };
+        let gone = || GatewayError::Internal("the client went away".into());
+        tx.send(CallEvent::Start(start)).await.map_err(|_| gone())?;
+        for d in replay_deltas(&r) {
+            tx.send(CallEvent::Delta(d)).await.map_err(|_| gone())?;
+        }
+    }
+    Ok(r)
+}
+
+/// The deltas of a whole answer, in the order a live stream sends them.
+fn replay_deltas(r: &ChatResponse) -> Vec<Delta> {
+    let mut out = vec![Delta::Role("assistant".into())];
+    if let Some(reasoning) = r.reasoning.as_ref().filter(|s| !s.is_empty()) {
+        out.push(Delta::Reasoning(reasoning.clone()));
+    }
+    if !r.content.is_empty() {
+        out.push(Delta::Content(r.content.clone()));
+    }
+    for t in &r.tool_calls {
+        out.push(Delta::ToolCall(ToolCallDelta {
+            index: t.index,
+            id: t.id.clone(),
+            name: t.name.clone(),
+            arguments: Some(t.arguments.clone()),
+        }));
+    }
+    if let Some(f) = &r.finish_reason {
+        out.push(Delta::Finish(finish_reason(f)));
+    }
+    out
+}
+
+/// The typed finish reason of its OpenAI string (the inverse of `finish_reason_str`).
+fn finish_reason(s: &str) -> FinishReason {
+    match s {
+        "stop" => FinishReason::Stop,
+        "length" => FinishReason::Length,
+        "tool_calls" => FinishReason::ToolCalls,
+        "content_filter" => FinishReason::ContentFilter,
+        "function_call" => FinishReason::FunctionCall,
+        other => FinishReason::Other(other.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plugin::finish_reason_str;
+
+    #[test]
+    fn finish_reasons_round_trip() {
+        for s in [
+            "stop",
+            "length",
+            "tool_calls",
+            "content_filter",
+            "function_call",
+            "eos",
+        ] {
+            assert_eq!(finish_reason_str(&finish_reason(s)), s);
+        }
+    }
 }

@@ -1,8 +1,10 @@
 //! One logical call from the top (DESIGN §3): scope lookup, the telemetry layer (one
 //! terminal row, always — outside the deadline, so an expired call still leaves its row),
-//! the deadline (one hard boundary around everything inside), then the cache layer.
+//! the deadline (one hard boundary around everything inside), then the cache layer. A call
+//! the cache answered gets a cache-hit row instead of a terminal row.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use tracing::Instrument;
 
@@ -81,14 +83,18 @@ pub(crate) async fn run_call(
     .await;
     cancelled.row = None;
     let latency = st.started.elapsed();
-    inner.recorder.record(rows::terminal_row(
-        &inner.recorder,
-        scope,
-        &req,
-        &st,
-        &result,
-        latency,
-    ));
+    let row = match &result {
+        Ok(r) if r.cache_hit => rows::cache_hit_row(
+            &inner.recorder,
+            scope,
+            &req,
+            &st,
+            r,
+            Duration::from_millis(r.latency_ms),
+        ),
+        _ => rows::terminal_row(&inner.recorder, scope, &req, &st, &result, latency),
+    };
+    inner.recorder.record(row);
     if let (Ok(r), Sink::Channel(tx)) = (&result, &*sink) {
         let _ = tx.send(CallEvent::End(Box::new(r.clone()))).await;
     }

@@ -44,6 +44,8 @@ pub enum StartError {
     Transport(String),
     #[error("{key}: {message}")]
     Source { key: String, message: String },
+    #[error("response cache: {0}")]
+    Cache(#[from] crate::cache::CacheError),
 }
 
 /// A source ready to serve: its settings, provider component and precomputed values.
@@ -195,6 +197,8 @@ pub(crate) struct Inner {
     pub http: HttpClients,
     /// The telemetry of the gateway (rows, cost, metrics).
     pub recorder: Telemetry,
+    /// The response cache and its single-flight; `None` when `PGW_CACHE_BACKEND=none`.
+    pub cache: Option<super::cache_layer::CacheRuntime>,
     pub _engine: PluginEngine,
 }
 
@@ -301,6 +305,7 @@ impl Gateway {
         let recorder = Telemetry::start(&settings.process.telemetry)
             .await
             .map_err(|e| StartError::Telemetry(e.to_string()))?;
+        let cache = super::cache_layer::CacheRuntime::from_settings(&settings, clock.clone())?;
         let http = HttpClients::new().map_err(|e| StartError::Transport(e.to_string()))?;
         Ok(Self {
             inner: Arc::new(Inner {
@@ -308,6 +313,7 @@ impl Gateway {
                 scopes,
                 http,
                 recorder,
+                cache,
                 _engine: engine,
             }),
         })
@@ -418,6 +424,7 @@ impl Gateway {
             "status": "ok",
             "scopes": scopes,
             "telemetry": self.inner.recorder.status(),
+            "cache": super::cache_layer::health(self.inner.cache.as_ref()),
         })
     }
 

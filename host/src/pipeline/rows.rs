@@ -133,7 +133,6 @@ pub(crate) fn terminal_row(
 /// The row of a call answered from the response cache: the cached answer's text, tokens
 /// and models, this call's ids and dimensions, cost 0 (set by the telemetry helper). It
 /// replaces the terminal row of such a call (`event = cache_hit`).
-#[allow(dead_code)] // called by the cache layer
 pub(crate) fn cache_hit_row(
     tel: &Telemetry,
     scope: &ScopeRuntime,

@@ -40,6 +40,8 @@ pub struct StreamStart {
     pub overhead_us: u64,
     /// Unix seconds at the start of the call (the OpenAI `created`).
     pub created: u64,
+    /// The answer is replayed from the response cache (`x-pgw-cache-hit`).
+    pub cache_hit: bool,
 }
 
 /// The client went away.
@@ -88,6 +90,7 @@ impl Sink {
                 attempts: st.attempts,
                 overhead_us: st.overhead().as_micros() as u64,
                 created: st.created_unix,
+                cache_hit: false,
             };
             tx.send(CallEvent::Start(start))
                 .await

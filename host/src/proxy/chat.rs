@@ -138,7 +138,7 @@ pub(crate) async fn chat_completions(
                 set(&mut resp, "x-pgw-call-id", &r.call_id);
                 set(&mut resp, "x-pgw-source", &r.source_name);
                 set(&mut resp, "x-pgw-attempts", r.attempts);
-                set(&mut resp, "x-pgw-cache-hit", "false");
+                set(&mut resp, "x-pgw-cache-hit", r.cache_hit);
                 set(&mut resp, "x-pgw-usage-source", r.usage_source.as_str());
                 set(&mut resp, "x-pgw-overhead-us", r.overhead_us);
                 resp
@@ -199,7 +199,7 @@ pub(crate) async fn chat_completions(
     set(&mut resp, "x-pgw-call-id", &start.call_id);
     set(&mut resp, "x-pgw-source", &start.source_name);
     set(&mut resp, "x-pgw-attempts", start.attempts);
-    set(&mut resp, "x-pgw-cache-hit", "false");
+    set(&mut resp, "x-pgw-cache-hit", start.cache_hit);
     set(&mut resp, "x-pgw-overhead-us", start.overhead_us);
     resp
 }
