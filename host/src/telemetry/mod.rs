@@ -32,7 +32,7 @@ pub use pricing::{BilledTokens, Price, Pricing, PricingError};
 pub use row::{CallRow, RowKind, UsageSource};
 pub use schema::{SchemaBackend, create_table_sql};
 pub use status::TelemetryStatus;
-pub use text::{cap_text, digest, stored_messages};
+pub use text::{cap_text, stored_messages};
 
 use status::StatusTracker;
 use writer::{Backend, QueueRecorder};

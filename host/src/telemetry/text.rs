@@ -1,15 +1,10 @@
-//! What of a call's text is stored: messages with binary parts replaced by their digest
-//! (reference §7.8, VT R12: no base64 blobs in the ledger) and every text part capped by
+//! What of a call's text is stored: messages with non-text parts replaced by the response
+//! cache's digest (`cache::digest_part`, reference §7.5, §7.8 — one digest function for the
+//! key and the ledger, no base64 blobs stored) and every text part capped by
 //! `PGW_TELEMETRY_TEXT_CAP` (reference issue 12). Only new values are built — the request
 //! sent upstream and the cache key never see the cap.
 
 use serde_json::{Map, Value};
-use sha2::Digest;
-
-/// `sha256:<hex>` of `bytes`: the stored stand-in of a binary part.
-pub fn digest(bytes: &[u8]) -> String {
-    format!("sha256:{}", hex::encode(sha2::Sha256::digest(bytes)))
-}
 
 /// `text` cut to at most `cap` characters, with a marker saying how many were cut.
 pub fn cap_text(text: &str, cap: Option<usize>) -> String {
@@ -49,37 +44,19 @@ fn stored_message(m: &Value, cap: Option<usize>) -> Value {
     Value::Object(out)
 }
 
-/// One content part: `text` capped; inline image, audio and file data replaced by their
-/// digest (remote image URLs are kept: they are references, not payloads).
+/// One content part: a `text` part with its text capped; any other part as the cache
+/// digests it (`{"type", "sha256"}`).
 fn stored_part(p: &Value, cap: Option<usize>) -> Value {
-    let mut p = p.clone();
-    let ty = p.get("type").and_then(Value::as_str).unwrap_or_default();
-    match ty {
-        "text" => {
+    match p.get("type").and_then(Value::as_str) {
+        Some("text") => {
+            let mut p = p.clone();
             if let Some(Value::String(t)) = p.get_mut("text") {
                 *t = cap_text(t, cap);
             }
+            p
         }
-        "image_url" => {
-            if let Some(Value::String(url)) = p.pointer_mut("/image_url/url")
-                && url.starts_with("data:")
-            {
-                *url = digest(url.as_bytes());
-            }
-        }
-        "input_audio" => {
-            if let Some(Value::String(d)) = p.pointer_mut("/input_audio/data") {
-                *d = digest(d.as_bytes());
-            }
-        }
-        "file" => {
-            if let Some(Value::String(d)) = p.pointer_mut("/file/file_data") {
-                *d = digest(d.as_bytes());
-            }
-        }
-        _ => {}
+        _ => crate::cache::digest_part(p),
     }
-    p
 }
 
 #[cfg(test)]
@@ -95,15 +72,16 @@ mod tests {
     }
 
     #[test]
-    fn binary_parts_are_digested_and_text_capped_without_touching_the_input() {
-        let url = "data:image/png;base64,iVBORw0KGgo=";
+    fn binary_parts_are_digested_like_the_cache_key_and_text_capped_without_touching_the_input() {
+        let image = json!({"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo=", "detail": "low"}});
+        let audio =
+            json!({"type": "input_audio", "input_audio": {"data": "AAAA", "format": "wav"}});
         let messages = vec![
             json!({"role": "system", "content": "abcdef"}),
             json!({"role": "user", "content": [
                 {"type": "text", "text": "describe this picture"},
-                {"type": "image_url", "image_url": {"url": url, "detail": "low"}},
-                {"type": "image_url", "image_url": {"url": "https://example.com/a.png"}},
-                {"type": "input_audio", "input_audio": {"data": "AAAA", "format": "wav"}},
+                image.clone(),
+                audio.clone(),
             ]}),
         ];
         let before = messages.clone();
@@ -115,11 +93,16 @@ mod tests {
                 {"role": "system", "content": "abc…[3 chars cut]"},
                 {"role": "user", "content": [
                     {"type": "text", "text": "des…[18 chars cut]"},
-                    {"type": "image_url", "image_url": {"url": digest(url.as_bytes()), "detail": "low"}},
-                    {"type": "image_url", "image_url": {"url": "https://example.com/a.png"}},
-                    {"type": "input_audio", "input_audio": {"data": digest(b"AAAA"), "format": "wav"}},
+                    crate::cache::digest_part(&image),
+                    crate::cache::digest_part(&audio),
                 ]},
             ])
+        );
+        // Without a cap the stored messages are exactly the cache's digested messages.
+        let uncapped: Value = serde_json::from_str(&stored_messages(&messages, None)).unwrap();
+        assert_eq!(
+            uncapped,
+            Value::Array(crate::cache::digest_messages(&messages))
         );
     }
 }
