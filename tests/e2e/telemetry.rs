@@ -644,3 +644,23 @@ async fn the_text_cap_and_digests_apply_to_stored_rows_only_never_to_the_upstrea
         assert_eq!(r["response"], "Hello fr…[21 chars cut]");
     }
 }
+
+#[tokio::test]
+async fn metrics_need_the_client_key_when_keys_are_set() {
+    let m = mock().await;
+    let mut env = source(&m, "openai", 1, "tmetkey", "model-a");
+    env.push(kv("PGW_API_KEYS", "k1"));
+    let gw = gateway(env).await;
+    let url = format!("{}/metrics", gw.base_url);
+    let client = reqwest::Client::new();
+    let denied = client.get(&url).send().await.unwrap();
+    assert_eq!(denied.status().as_u16(), 401);
+    let ok = client.get(&url).bearer_auth("k1").send().await.unwrap();
+    assert_eq!(ok.status().as_u16(), 200);
+    assert!(
+        ok.text()
+            .await
+            .unwrap()
+            .contains("pgw_telemetry_dropped_rows_total 0")
+    );
+}
