@@ -1,6 +1,6 @@
 //! Builds the first-party plugin components (`plugins/`, a separate cargo workspace) for
 //! `wasm32-wasip2` and copies them into `OUT_DIR`, where `plugin::builtin` embeds them:
-//! three providers and three source selectors.
+//! three providers, three source selectors and three structured-output strategies.
 //!
 //! The guest build runs with its own target dir (`<target>/wasm-plugins`) and a cleaned
 //! environment, so the host's RUSTFLAGS, wrappers (clippy, coverage) and target never leak in.
@@ -8,18 +8,22 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// The component files (`<name>.wasm`) built and embedded: providers, then selectors.
-const COMPONENTS: [&str; 6] = [
+/// The component files (`<name>.wasm`) built and embedded: providers, selectors, then
+/// strategies.
+const COMPONENTS: [&str; 9] = [
     "openai",
     "deepseek",
     "qwen",
     "health_aware",
     "round_robin",
     "least_inflight",
+    "json_repair",
+    "native_schema",
+    "unwrap_parameters",
 ];
 
 /// The crates of the plugin workspace whose sources the components are built from.
-const CRATE_DIRS: [&str; 7] = [
+const CRATE_DIRS: [&str; 10] = [
     "sdk",
     "openai",
     "deepseek",
@@ -27,6 +31,9 @@ const CRATE_DIRS: [&str; 7] = [
     "health-aware",
     "round-robin",
     "least-inflight",
+    "json-repair",
+    "native-schema",
+    "unwrap-parameters",
 ];
 
 fn main() {

@@ -28,6 +28,24 @@ impl UnavailableReason {
     }
 }
 
+/// What the structured-output ladder saw when it gave up (reference D14 ⑤): the model's
+/// last answer as it came, why repair failed (if it did) or the first ways the repaired JSON
+/// broke the schema (if it did not).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StructuredFailure {
+    /// The strategy that ran (its `describe` name, e.g. `json-repair`).
+    pub strategy: String,
+    /// The last answer's text, unrepaired.
+    pub raw_text: String,
+    /// Why the strategy could not turn it into JSON; `None` when it could.
+    pub repair_error: Option<String>,
+    /// The first validation errors of the repaired JSON (each `"<JSON pointer>: <message>"`,
+    /// at most three, each at most 200 characters); empty when repair failed.
+    pub validation_errors: Vec<String>,
+    /// Re-asks made before giving up (`{SCOPE}__STRUCTURED__MAX_RETRIES` of them).
+    pub reasks: u32,
+}
+
 /// How one call ended in failure.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum GatewayError {
@@ -53,6 +71,8 @@ pub enum GatewayError {
     ResultInvalid {
         source_name: String,
         message: String,
+        /// Set when the structured-output ladder gave up: what it saw (HTTP 422 body).
+        structured: Option<Box<StructuredFailure>>,
     },
     /// A plugin trapped or ran out of its budget.
     #[error("{message}")]

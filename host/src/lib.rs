@@ -25,7 +25,7 @@ pub mod proxy;
 pub mod telemetry;
 pub mod transport;
 
-pub use error::{GatewayError, UnavailableReason};
+pub use error::{GatewayError, StructuredFailure, UnavailableReason};
 pub use pipeline::{
     CallEvent, ChatRequest, ChatResponse, Gateway, StartError, StreamStart, TokenUsage, ToolCall,
 };

@@ -16,4 +16,5 @@ mod scale_out;
 mod sdk;
 mod selectors;
 mod streaming;
+mod structured;
 mod telemetry;

@@ -199,6 +199,8 @@ pub(crate) struct Inner {
     pub recorder: Telemetry,
     /// The response cache and its single-flight; `None` when `PGW_CACHE_BACKEND=none`.
     pub cache: Option<super::cache_layer::CacheRuntime>,
+    /// The structured-output strategy components (per-scope defaults and per-call choices).
+    pub structured: super::structured::Strategies,
     pub _engine: PluginEngine,
 }
 
@@ -306,6 +308,7 @@ impl Gateway {
             .await
             .map_err(|e| StartError::Telemetry(e.to_string()))?;
         let cache = super::cache_layer::CacheRuntime::from_settings(&settings, clock.clone())?;
+        let structured = super::structured::Strategies::load(&engine, &settings.scopes)?;
         let http = HttpClients::new().map_err(|e| StartError::Transport(e.to_string()))?;
         Ok(Self {
             inner: Arc::new(Inner {
@@ -314,6 +317,7 @@ impl Gateway {
                 http,
                 recorder,
                 cache,
+                structured,
                 _engine: engine,
             }),
         })

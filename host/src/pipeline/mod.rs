@@ -11,6 +11,7 @@ mod response;
 mod retry;
 mod rows;
 mod sink;
+mod structured;
 mod structured_layer;
 
 pub use gateway::{Gateway, StartError};

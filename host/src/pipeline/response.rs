@@ -63,6 +63,12 @@ pub struct ChatResponse {
     /// no upstream attempt was made for this call (`x-pgw-cache-hit`).
     #[serde(default)]
     pub cache_hit: bool,
+    /// The parsed JSON of a call that asked for it (`response_format` `json_schema` or
+    /// `json_object`): the answer passed the structured-output ladder — repaired and
+    /// validated against the schema — and `content` is its JSON text. `None` for every other
+    /// call. Only answers the ladder validated ever carry it (and only those are cached).
+    #[serde(default)]
+    pub structured: Option<serde_json::Value>,
 }
 
 /// Builds an answer from deltas: text is appended, tool-call fragments joined by index,

@@ -280,6 +280,7 @@ pub(crate) async fn retry_loop(
                 return Err(GatewayError::ResultInvalid {
                     source_name: name,
                     message: up.message,
+                    structured: None,
                 });
             }
             ErrorClass::SourceDead => {
@@ -357,5 +358,6 @@ fn response(
         salvaged: answer.salvaged,
         overhead_us: st.overhead().as_micros() as u64,
         cache_hit: false,
+        structured: None,
     }
 }

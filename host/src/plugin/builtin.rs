@@ -1,5 +1,5 @@
-//! The first-party provider components, compiled from `plugins/` by `build.rs` and embedded
-//! in the binary so `polygateway serve` needs no files beside it.
+//! The first-party provider, selector and strategy components, compiled from `plugins/` by
+//! `build.rs` and embedded in the binary so `polygateway serve` needs no files beside it.
 
 use crate::config::FirstParty;
 
@@ -31,6 +31,31 @@ pub fn builtin_selector_bytes(name: &str) -> Option<&'static [u8]> {
         "least-inflight" => Some(include_bytes!(concat!(
             env!("OUT_DIR"),
             "/least_inflight.wasm"
+        ))),
+        _ => None,
+    }
+}
+
+/// The names of the first-party structured-output strategy components, default first.
+pub const BUILTIN_STRATEGIES: [&str; 3] = ["json-repair", "native-schema", "unwrap-parameters"];
+
+/// The component bytes of a first-party strategy by its name — `json-repair` (the default:
+/// prompt instructions and JSON repair), `native-schema` (a native `response_format` where
+/// every source supports it) or `unwrap-parameters` (`json-repair` plus unwrapping a
+/// tool-call envelope) — or `None` for any other name.
+pub fn builtin_strategy_bytes(name: &str) -> Option<&'static [u8]> {
+    match name {
+        "json-repair" => Some(include_bytes!(concat!(
+            env!("OUT_DIR"),
+            "/json_repair.wasm"
+        ))),
+        "native-schema" => Some(include_bytes!(concat!(
+            env!("OUT_DIR"),
+            "/native_schema.wasm"
+        ))),
+        "unwrap-parameters" => Some(include_bytes!(concat!(
+            env!("OUT_DIR"),
+            "/unwrap_parameters.wasm"
         ))),
         _ => None,
     }

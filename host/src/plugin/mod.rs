@@ -11,14 +11,20 @@ mod error;
 mod provider;
 mod selector;
 mod state;
+mod strategy;
 mod wire;
 
 pub use builtin::builtin_provider_bytes;
 pub use builtin::{BUILTIN_SELECTORS, builtin_selector_bytes};
+pub use builtin::{BUILTIN_STRATEGIES, builtin_strategy_bytes};
 pub use engine::{PluginEngine, PluginLimits};
 pub use error::PluginError;
 pub use provider::{ProviderComponent, ProviderInstance, StreamParser};
 pub use selector::{Candidate, SelectSource, SelectorComponent, SelectorInfo};
+pub use strategy::{
+    JsonTarget, NativeSchema, Preparation, RepairError, ResponseFormat, StrategyComponent,
+    StrategyInfo,
+};
 pub use wire::{
     AuthScheme, BuildError, Capabilities, ChatRequest as PluginChatRequest, ClassifiedError, Delta,
     ErrorClass, FinishReason, Header, HttpRequest, PluginInfo, SourceInfo, SseEvent, ThinkingStyle,

@@ -1,6 +1,8 @@
 //! The one place that maps errors to HTTP (DESIGN §6): status, OpenAI error shape
 //! `{"error": {"message", "type", "param", "code"}}` plus `reason`, `retry_after_s` and
-//! `per_source_reasons` for an unavailable scope, and `Retry-After` on 503.
+//! `per_source_reasons` for an unavailable scope, `strategy`, `raw_text`, `repair_error`,
+//! `validation_errors` and `reasks` for a structured answer the ladder gave up on (422), and
+//! `Retry-After` on 503.
 
 use axum::http::{HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -48,6 +50,17 @@ pub fn error_body(e: &GatewayError) -> (StatusCode, Value) {
         err["reason"] = json!(reason.as_str());
         err["retry_after_s"] = json!(retry_after_s);
         err["per_source_reasons"] = json!(per_source_reasons);
+    }
+    if let GatewayError::ResultInvalid {
+        structured: Some(f),
+        ..
+    } = e
+    {
+        err["strategy"] = json!(f.strategy);
+        err["raw_text"] = json!(f.raw_text);
+        err["repair_error"] = json!(f.repair_error);
+        err["validation_errors"] = json!(f.validation_errors);
+        err["reasks"] = json!(f.reasks);
     }
     (
         StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),

@@ -1,0 +1,249 @@
+//! Structured-output strategy components (`wit/strategy.wit`, world `strategy`): load
+//! (compile, version check, pre-instantiate, `describe`), a pool of warm instances reused
+//! across calls, and the two sandboxed calls the structured-output ladder makes —
+//! `prepare` (the "prevent" step) and `repair`.
+//!
+//! **Contract enforcement:** a strategy only proposes. The host checks what `prepare`
+//! returns (a native schema for a provider without native support is dropped, see
+//! [`StrategyComponent::prepare`]) and parses and validates whatever `repair` returns; a
+//! strategy can never make the host accept an answer the schema refuses.
+
+use std::sync::Arc;
+
+use crossbeam_queue::ArrayQueue;
+use wasmtime::Store;
+
+use super::engine::PluginEngine;
+use super::error::PluginError;
+use super::state::HostState;
+
+#[allow(missing_docs, clippy::all)]
+mod generated {
+    wasmtime::component::bindgen!({
+        path: "../wit",
+        world: "strategy",
+    });
+}
+
+use generated::polygateway::plugin::types::{
+    Capabilities as WireCapabilities, ThinkingStyle as WireThinkingStyle,
+};
+use generated::{Strategy as Bindings, StrategyPre};
+
+pub use generated::exports::polygateway::plugin::structured_strategy::{
+    JsonTarget, NativeSchema, Preparation, RepairError, ResponseFormat, StrategyInfo,
+};
+
+/// Most idle warm instances kept per strategy component. A call holds an instance for the
+/// microseconds of one `prepare` or `repair`; more are created under contention and dropped
+/// when they come back to a full pool.
+const POOL_CAPACITY: usize = 64;
+
+/// The WIT export a strategy component must have.
+const INTERFACE: &str = "structured-strategy";
+
+struct Warm {
+    store: Store<HostState>,
+    bindings: Bindings,
+}
+
+/// A loaded structured-output strategy component.
+pub struct StrategyComponent {
+    origin: String,
+    info: StrategyInfo,
+    engine: PluginEngine,
+    pre: StrategyPre<HostState>,
+    pool: ArrayQueue<Box<Warm>>,
+}
+
+impl std::fmt::Debug for StrategyComponent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StrategyComponent")
+            .field("origin", &self.origin)
+            .field("name", &self.info.name)
+            .finish_non_exhaustive()
+    }
+}
+
+impl StrategyComponent {
+    /// Compile and check a strategy component. `origin` names it in errors (a path or
+    /// `builtin:json-repair`). Fails on a wrong contract version, a missing
+    /// `structured-strategy` export, a trap in `describe`, or a `describe` whose contract
+    /// version disagrees with the export.
+    pub fn load(
+        engine: &PluginEngine,
+        origin: &str,
+        bytes: &[u8],
+    ) -> Result<Arc<Self>, PluginError> {
+        let component = engine.compile(origin, bytes)?;
+        let version = engine.check_version(origin, &component, INTERFACE)?;
+        let load_err = |message: String| PluginError::Load {
+            origin: origin.to_string(),
+            message,
+        };
+        let instance_pre = engine
+            .linker
+            .instantiate_pre(&component)
+            .map_err(|e| load_err(format!("{e:#}")))?;
+        let pre = StrategyPre::new(instance_pre).map_err(|e| load_err(format!("{e:#}")))?;
+        let mut warm = instantiate(engine, &pre).map_err(|e| load_err(format!("{e:#}")))?;
+        warm.store
+            .set_epoch_deadline(engine.limits.deadline_ticks());
+        let info = warm
+            .bindings
+            .polygateway_plugin_structured_strategy()
+            .call_describe(&mut warm.store)
+            .map_err(|e| load_err(format!("describe failed: {e:#}")))?;
+        if info.contract_version != version {
+            return Err(load_err(format!(
+                "describe says contract version {} but the component exports {INTERFACE}@{version}",
+                info.contract_version
+            )));
+        }
+        let pool = ArrayQueue::new(POOL_CAPACITY);
+        let _ = pool.push(Box::new(warm));
+        Ok(Arc::new(Self {
+            origin: origin.to_string(),
+            info,
+            engine: engine.clone(),
+            pre,
+            pool,
+        }))
+    }
+
+    /// What `describe` returned at load time.
+    pub fn info(&self) -> &StrategyInfo {
+        &self.info
+    }
+
+    /// The strategy's name (its `describe` name, e.g. `json-repair`).
+    pub fn name(&self) -> &str {
+        &self.info.name
+    }
+
+    /// Where the component came from (a path, or `builtin:<name>`).
+    pub fn origin(&self) -> &str {
+        &self.origin
+    }
+
+    /// Idle warm instances in the pool (for `/healthz` and tests).
+    pub fn idle_instances(&self) -> usize {
+        self.pool.len()
+    }
+
+    /// `prepare`: how to ask for `target` from a provider with `provider` capabilities.
+    ///
+    /// The contract is enforced on the answer: a `json-schema` response format for a
+    /// provider that did not declare `native-json-schema` is dropped (with a warning), so
+    /// such a provider never receives a native schema.
+    ///
+    /// Errors: [`PluginError::Fault`] on a trap or an exhausted time budget (the instance
+    /// is discarded).
+    pub fn prepare(
+        &self,
+        target: &JsonTarget,
+        provider: &super::Capabilities,
+    ) -> Result<Preparation, PluginError> {
+        let caps = wire_capabilities(provider);
+        let mut p = self.call("prepare", |store, b| {
+            b.polygateway_plugin_structured_strategy()
+                .call_prepare(store, target, caps)
+        })?;
+        if !provider.native_json_schema
+            && matches!(p.response_format, Some(ResponseFormat::JsonSchema(_)))
+        {
+            tracing::warn!(
+                strategy = %self.info.name,
+                "strategy asked for a native json_schema from a provider without native support; sending none"
+            );
+            p.response_format = None;
+        }
+        Ok(p)
+    }
+
+    /// `repair`: the model's raw answer as JSON text (`Ok(Ok(..))`, still to be parsed and
+    /// validated by the caller) or the strategy's typed reason why none can be recovered
+    /// (`Ok(Err(..))`).
+    ///
+    /// Errors: [`PluginError::Fault`] on a trap or an exhausted time budget (the instance
+    /// is discarded).
+    pub fn repair(
+        &self,
+        raw: &str,
+        target: &JsonTarget,
+    ) -> Result<Result<String, RepairError>, PluginError> {
+        self.call("repair", |store, b| {
+            b.polygateway_plugin_structured_strategy()
+                .call_repair(store, raw, target)
+        })
+    }
+
+    /// Run one guest call on a warm instance under the epoch deadline; a trap discards the
+    /// instance, a success returns it to the pool.
+    fn call<R>(
+        &self,
+        function: &'static str,
+        f: impl FnOnce(&mut Store<HostState>, &Bindings) -> wasmtime::Result<R>,
+    ) -> Result<R, PluginError> {
+        let fault = |message: String| PluginError::Fault {
+            plugin: self.info.name.clone(),
+            function,
+            message,
+        };
+        let mut warm =
+            match self.pool.pop() {
+                Some(w) => w,
+                None => Box::new(instantiate(&self.engine, &self.pre).map_err(|e| {
+                    PluginError::Fault {
+                        plugin: self.info.name.clone(),
+                        function: "instantiate",
+                        message: format!("{e:#}"),
+                    }
+                })?),
+            };
+        warm.store
+            .set_epoch_deadline(self.engine.limits.deadline_ticks());
+        let Warm { store, bindings } = &mut *warm;
+        match f(store, bindings) {
+            Ok(answer) => {
+                // A full pool drops the instance.
+                let _ = self.pool.push(warm);
+                Ok(answer)
+            }
+            // The instance is dead after a trap: `warm` is dropped here.
+            Err(e) => Err(fault(match e.downcast_ref::<wasmtime::Trap>() {
+                Some(wasmtime::Trap::Interrupt) => format!(
+                    "exceeded its time budget of {} ms (PGW_PLUGIN_TIMEOUT_MS)",
+                    self.engine.limits.call_timeout.as_millis()
+                ),
+                _ => format!("{e:#}"),
+            })),
+        }
+    }
+}
+
+fn instantiate(engine: &PluginEngine, pre: &StrategyPre<HostState>) -> wasmtime::Result<Warm> {
+    let mut store = Store::new(&engine.engine, HostState::new(engine.limits.memory_bytes));
+    store.limiter(|s| &mut s.limits);
+    // Instantiation runs guest code: it needs a deadline too.
+    store.set_epoch_deadline(engine.limits.deadline_ticks());
+    store.epoch_deadline_trap();
+    let bindings = pre.instantiate(&mut store)?;
+    Ok(Warm { store, bindings })
+}
+
+/// The provider world's capabilities as the strategy world's bindings spell them (the same
+/// WIT record, generated twice).
+fn wire_capabilities(c: &super::Capabilities) -> WireCapabilities {
+    use super::ThinkingStyle as T;
+    WireCapabilities {
+        streaming: c.streaming,
+        native_json_schema: c.native_json_schema,
+        thinking: match c.thinking {
+            T::None => WireThinkingStyle::None,
+            T::ReasoningField => WireThinkingStyle::ReasoningField,
+            T::InlineTags => WireThinkingStyle::InlineTags,
+        },
+        prefill_continuation: c.prefill_continuation,
+    }
+}
