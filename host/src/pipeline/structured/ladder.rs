@@ -14,6 +14,9 @@
 //! 5. **give up** — `result-invalid` (HTTP 422) with the raw text, the repair error and the
 //!    first validation errors.
 //!
+//! An answer that is only tool calls (the caller offered tools and the model called one)
+//! skips repair and validation: `response_format` shapes an answer's text, and it has none.
+//!
 //! The retry loop runs with a collecting sink: nothing reaches a streaming caller before
 //! the answer is valid. Then the validated JSON is replayed through the caller's sink as
 //! `Start`, role, content and finish (see [`replay`]).
@@ -69,6 +72,12 @@ pub(crate) async fn run(
     loop {
         let mut collect = Sink::Collect;
         let mut answer = retry::retry_loop(inner, scope, &ask, st, &mut collect).await?;
+        if is_tool_call_answer(&answer) {
+            // The caller offered tools and the model called one: `response_format` shapes
+            // the text of an answer, and this answer has none. It goes back as it is.
+            replay(scope, st, sink, &answer).await?;
+            return Ok(answer);
+        }
         match check(strategy, target, &answer.content)? {
             Ok((json, value)) => {
                 answer.content = json;
@@ -113,6 +122,11 @@ pub(crate) async fn run(
             }
         }
     }
+}
+
+/// An answer made of tool calls and no text (whitespace aside).
+fn is_tool_call_answer(answer: &ChatResponse) -> bool {
+    !answer.tool_calls.is_empty() && answer.content.trim().is_empty()
 }
 
 /// What every source of the scope can do: a capability counts only when all sources
@@ -386,6 +400,25 @@ mod tests {
         assert!(feedback.contains("conforms to the required JSON Schema"));
         // The overlay (the prepared format) is kept.
         assert_eq!(r.overlay, base.overlay);
+    }
+
+    #[test]
+    fn only_a_textless_tool_call_answer_skips_the_ladder() {
+        let mut a: ChatResponse = serde_json::from_value(json!({
+            "call_id": "c", "scope": "LLM", "content": " ", "reasoning": null,
+            "tool_calls": [{"index": 0, "id": "t", "name": "f", "arguments": "{}"}],
+            "finish_reason": "tool_calls", "usage": null, "usage_source": "unavailable",
+            "model": "m", "model_reported": null, "source_name": "s", "provider": "openai",
+            "attempts": 1, "latency_ms": 1, "ttft_ms": null, "max_inter_token_ms": null,
+            "salvaged": false, "overhead_us": 1
+        }))
+        .unwrap();
+        assert!(is_tool_call_answer(&a));
+        a.content = "{}".into();
+        assert!(!is_tool_call_answer(&a));
+        a.tool_calls.clear();
+        a.content.clear();
+        assert!(!is_tool_call_answer(&a));
     }
 
     #[test]
