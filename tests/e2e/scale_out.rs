@@ -94,10 +94,10 @@ async fn a_shared_rpm_holds_across_three_processes() {
     let m = mock().await;
     let mut env = source(&m, "openai", 1, "rpm3", "a");
     env.extend(redis_env(&prefix(), "redis://127.0.0.1:6379"));
-    // A 2 s window stands in for the minute.
+    // A 4 s window stands in for the minute.
     env.extend([
         kv("LLM__GLOBAL__RPM", 60),
-        kv("PGW_RATE_WINDOW_S", 2),
+        kv("PGW_RATE_WINDOW_S", 4),
         kv("LLM__QUOTA_FULL", "wait"),
     ]);
     let gws = three(env).await;
@@ -105,8 +105,9 @@ async fn a_shared_rpm_holds_across_three_processes() {
     assert!(statuses.iter().all(|s| *s == 200), "{statuses:?}");
     let h = hits(&m, "rpm3").await;
     assert_eq!(h.len(), 300);
-    // Arrival at the mock lags admission by a little; allow 100 ms of it.
-    let most = max_in_window(&h, 2000.0 - 100.0);
+    // Arrival at the mock lags admission (more on a loaded machine); allow up to 1 s of it.
+    // Without a shared budget the three processes would let 180 through per window.
+    let most = max_in_window(&h, 4000.0 - 1000.0);
     assert!(
         most <= 60,
         "{most} requests reached the upstream within one window"
