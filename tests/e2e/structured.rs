@@ -12,7 +12,11 @@
 //! - streaming: the caller receives only the validated JSON;
 //! - the embedded API returns the parsed value beside the text;
 //! - conformance: `tests/fixtures/strategies/*.json` against every first-party component in
-//!   the real wasm runtime.
+//!   the real wasm runtime;
+//! - contract enforcement: a deliberately rogue strategy built from
+//!   `tests/fixtures/strategies/rogue-strategy` and loaded from its `.wasm` file — its native
+//!   schema for a provider without support is dropped, its traps and runaway loops are 502
+//!   `plugin_fault`, its non-JSON "repairs" are repair failures.
 
 use std::sync::{Arc, OnceLock};
 
@@ -699,4 +703,139 @@ async fn only_a_validated_answer_is_cached() {
         assert_eq!(status, 422, "{body}");
         assert_eq!(hits(&m, "refused").await.len(), 2 * round);
     }
+}
+
+/// Build `tests/fixtures/strategies/rogue-strategy` for `wasm32-wasip2` (release, `--locked`)
+/// into `$CARGO_TARGET_DIR/rogue-strategy` when the variable is set (a reusable cache), else
+/// into `scratch`, with the host's flags removed as `host/build.rs` does. Returns the
+/// component's path.
+async fn build_rogue_strategy(scratch: &std::path::Path) -> std::path::PathBuf {
+    let target_dir = match std::env::var_os("CARGO_TARGET_DIR") {
+        Some(d) => std::path::PathBuf::from(d).join("rogue-strategy"),
+        None => scratch.to_path_buf(),
+    };
+    let manifest = fixture("strategies/rogue-strategy/Cargo.toml");
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let mut cmd = tokio::process::Command::new(cargo);
+    cmd.arg("build")
+        .arg("--manifest-path")
+        .arg(&manifest)
+        .args(["--target", "wasm32-wasip2", "--release", "--locked"])
+        .arg("--target-dir")
+        .arg(&target_dir);
+    for var in [
+        "RUSTFLAGS",
+        "CARGO_ENCODED_RUSTFLAGS",
+        "CARGO_BUILD_RUSTFLAGS",
+        "RUSTC_WRAPPER",
+        "RUSTC_WORKSPACE_WRAPPER",
+        "CARGO_TARGET_DIR",
+        "CARGO_BUILD_TARGET",
+        "CARGO_BUILD_TARGET_DIR",
+        "CARGO_LLVM_COV",
+        "LLVM_PROFILE_FILE",
+    ] {
+        cmd.env_remove(var);
+    }
+    let out = cmd
+        .output()
+        .await
+        .expect("run cargo for the rogue strategy");
+    assert!(
+        out.status.success(),
+        "building the rogue strategy failed ({}):\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let wasm = target_dir
+        .join("wasm32-wasip2")
+        .join("release")
+        .join("rogue_strategy.wasm");
+    assert!(wasm.is_file(), "{} was not built", wasm.display());
+    wasm
+}
+
+#[tokio::test]
+async fn a_strategy_from_a_file_is_held_to_the_contract() {
+    let scratch = tempfile::tempdir().unwrap();
+    let wasm = build_rogue_strategy(scratch.path()).await;
+    let m = mock().await;
+    script(
+        &m,
+        "rogue-ds",
+        json!({"then": {"content": "{\"name\": \"Ada\", \"age\": 36}"}}),
+    )
+    .await;
+    script(
+        &m,
+        "rogue-oa",
+        json!({"steps": [
+            {"content": "{\"name\": \"Ada\", \"age\": 36}"},
+            {"content": "TRAP"},
+            {"content": "LOOP"},
+            {"content": "NOTJSON"},
+            {"content": "NOTJSON"}
+        ], "then": {"content": "{\"name\": \"Ada\", \"age\": 36}"}}),
+    )
+    .await;
+    // DS: deepseek (no native schema) with the rogue strategy as the scope default. LLM:
+    // openai with json-repair, the rogue strategy picked per call by its describe name.
+    let mut env = source(&m, "openai", 1, "rogue-oa", "gpt-x");
+    env.extend([
+        kv("DS__DEEPSEEK__1__BASE_URL", m.base_url("rogue-ds")),
+        kv("DS__DEEPSEEK__1__MODEL", "deepseek-chat"),
+        kv("DS__DEEPSEEK__1__API_KEY", "sk-ds"),
+        kv("DS__SELECTOR", "round-robin"),
+        kv("DS__STRUCTURED__STRATEGY", wasm.display()),
+        kv("PGW_PLUGIN_TIMEOUT_MS", 200),
+    ]);
+    let gw = gateway(env).await;
+
+    // The native schema it proposes for deepseek is dropped by the host.
+    let (status, body) = post(&gw, &structured_body("ds", false), &[]).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(content_of(&body), json!({"name": "Ada", "age": 36}));
+    let h = hits(&m, "rogue-ds").await;
+    assert!(
+        h[0]["body"].get("response_format").is_none(),
+        "{}",
+        h[0]["body"]
+    );
+
+    // Picked per call on an openai scope, whose capabilities allow the native schema.
+    let rogue = [("x-pgw-structured-strategy", "rogue-strategy")];
+    let (status, body) = post(&gw, &structured_body("llm", false), &rogue).await;
+    assert_eq!(status, 200, "{body}");
+    let h = hits(&m, "rogue-oa").await;
+    assert_eq!(h[0]["body"]["response_format"]["type"], "json_schema");
+
+    // A trap and a runaway loop in `repair` fail the call with 502 plugin_fault.
+    for what in ["trap", "time budget"] {
+        let (status, body) = post(&gw, &structured_body("llm", false), &rogue).await;
+        assert_eq!(status, 502, "{what}: {body}");
+        let err: Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(err["error"]["type"], "plugin_fault", "{what}");
+        if what == "time budget" {
+            assert!(
+                err["error"]["message"].as_str().unwrap().contains(what),
+                "{body}"
+            );
+        }
+    }
+    // Text that is not JSON is a repair failure: re-asked once, then 422.
+    let (status, body) = post(&gw, &structured_body("llm", false), &rogue).await;
+    assert_eq!(status, 422, "{body}");
+    let err: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(err["error"]["strategy"], "rogue-strategy");
+    assert!(
+        err["error"]["repair_error"]
+            .as_str()
+            .unwrap()
+            .contains("is not JSON"),
+        "{body}"
+    );
+    assert_eq!(hits(&m, "rogue-oa").await.len(), 5);
+    // The gateway still serves after the faults.
+    let (status, body) = post(&gw, &structured_body("llm", false), &[]).await;
+    assert_eq!(status, 200, "{body}");
 }
