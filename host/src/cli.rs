@@ -1,4 +1,5 @@
-//! The `polygateway` command line: `serve`, `mock-upstream`, `demo`, `telemetry schema-sql`.
+//! The `polygateway` command line: `serve`, `mock-upstream`, `demo`, `plugin check`,
+//! `telemetry schema-sql`.
 
 use std::collections::HashMap;
 use std::io::Write;
@@ -41,6 +42,11 @@ enum Command {
         /// The question to ask.
         #[arg(default_value = "Why do LLM gateways need circuit breakers?")]
         prompt: String,
+    },
+    /// Plugin tools: `plugin check FILE.wasm` runs the conformance kit on a component.
+    Plugin {
+        #[command(subcommand)]
+        command: crate::plugin::cli::PluginCommand,
     },
     /// Measure gateway overhead against the direct path and a bare pass-through proxy
     /// (prints a table, writes JSON). Run on a quiet machine.
@@ -96,6 +102,7 @@ pub fn run() -> ExitCode {
             Command::Serve => serve().await,
             Command::MockUpstream { listen, script } => mock(listen, script).await,
             Command::Demo { prompt } => demo(prompt).await,
+            Command::Plugin { command } => crate::plugin::cli::run(command),
             Command::Bench {
                 duration_s,
                 chunks,

@@ -5,11 +5,13 @@
 
 mod cache;
 mod common;
+mod conformance;
 mod embedded;
 mod external_plugin;
 mod failover;
 mod golden;
 mod governance;
+mod plugin_fixtures;
 mod plugin_load;
 mod proxy_basics;
 mod scale_out;

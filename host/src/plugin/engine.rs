@@ -1,15 +1,26 @@
-//! The one `wasmtime::Engine` of the process, its epoch ticker, and component compilation
-//! (with wasmtime's on-disk compilation cache when `PGW_PLUGIN_CACHE_DIR` is set).
+//! The one `wasmtime::Engine` of the process, its epoch ticker, the sandbox's WASI linker
+//! (only the interfaces a Rust guest imports without doing I/O), component compilation (with
+//! wasmtime's on-disk compilation cache when `PGW_PLUGIN_CACHE_DIR` is set), and the
+//! contract-version check.
+//!
+//! **Architecture invariant:** the linker provides `wasi:io`, `wasi:cli` (backed by an empty
+//! context: no environment, no arguments, stdin closed, stdout and stderr discarded) and
+//! `wasi:random` (a std `HashMap` seeds itself from it). There is no `wasi:clocks`,
+//! `wasi:filesystem` or `wasi:sockets`: a component importing them is refused at load.
 
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use wasmtime::component::{Component, Linker};
+use wasmtime::component::{Component, HasData, Linker, ResourceTable};
 use wasmtime::{Config, Engine};
+use wasmtime_wasi::WasiView as _;
+use wasmtime_wasi::cli::{WasiCli, WasiCliView as _};
+use wasmtime_wasi::random::WasiRandom;
 
 use super::error::PluginError;
+use super::sandbox_io::{SandboxIo, SandboxIoData};
 use super::state::HostState;
 
 /// Epoch tick period: plugin deadlines are whole multiples of it.
@@ -86,9 +97,7 @@ impl PluginEngine {
         }
         let engine = Engine::new(&config).map_err(|e| load_err(e.to_string()))?;
         let mut linker: Linker<HostState> = Linker::new(&engine);
-        // A Rust std guest imports wasi:cli/io interfaces even when it does no I/O; they are
-        // satisfied by an empty context (see `state.rs`).
-        wasmtime_wasi::p2::add_to_linker_sync(&mut linker).map_err(|e| load_err(e.to_string()))?;
+        link_sandbox_wasi(&mut linker).map_err(|e| load_err(e.to_string()))?;
         let stop = Arc::new(AtomicBool::new(false));
         let weak = engine.weak();
         let stop_thread = stop.clone();
@@ -112,12 +121,56 @@ impl PluginEngine {
         })
     }
 
-    /// Compile a component from its bytes; `origin` names it in errors.
+    /// Compile a component from its bytes; `origin` names it in errors. With a cache
+    /// directory, wasmtime looks the compiled artifact up on disk first (keyed by the bytes'
+    /// hash and the engine's compatibility hash) and stores it after compiling.
     pub(crate) fn compile(&self, origin: &str, bytes: &[u8]) -> Result<Component, PluginError> {
         Component::new(&self.engine, bytes).map_err(|e| PluginError::Load {
             origin: origin.to_string(),
             message: format!("{e:#}"),
         })
+    }
+
+    /// The plugin-contract interfaces a component exports, as `(interface, version)` pairs
+    /// (e.g. `("chat-provider", "0.1.0")`).
+    pub(crate) fn contract_exports(&self, component: &Component) -> Vec<(String, String)> {
+        component
+            .component_type()
+            .exports(&self.engine)
+            .filter_map(|(name, _)| {
+                let rest = name.strip_prefix(CONTRACT_PACKAGE)?.strip_prefix('/')?;
+                let (interface, version) = rest.split_once('@')?;
+                Some((interface.to_string(), version.to_string()))
+            })
+            .collect()
+    }
+
+    /// Refuse a component that imports an interface the sandbox does not provide (clocks,
+    /// files, sockets, anything outside WASI), naming the first such import.
+    pub(crate) fn check_imports(
+        &self,
+        origin: &str,
+        component: &Component,
+    ) -> Result<(), PluginError> {
+        let refused: Vec<String> = component
+            .component_type()
+            .imports(&self.engine)
+            .map(|(name, _)| name.to_string())
+            .filter(|name| !PROVIDED_IMPORTS.iter().any(|p| name.starts_with(p)))
+            .collect();
+        match refused.first() {
+            None => Ok(()),
+            Some(first) => Err(PluginError::Load {
+                origin: origin.to_string(),
+                message: format!(
+                    "it imports {first}{}, which the plugin sandbox does not provide (plugins get no clock, files, sockets or environment; only wasi:io, wasi:cli with an empty context, and wasi:random)",
+                    match refused.len() {
+                        1 => String::new(),
+                        n => format!(" and {} other interface(s)", n - 1),
+                    }
+                ),
+            }),
+        }
     }
 
     /// Find the exported `polygateway:plugin/<interface>@<version>` and check the version.
@@ -127,30 +180,97 @@ impl PluginEngine {
         component: &Component,
         interface: &'static str,
     ) -> Result<String, PluginError> {
-        let prefix = format!("polygateway:plugin/{interface}@");
-        let ty = component.component_type();
-        let found: Vec<String> = ty
-            .exports(&self.engine)
-            .filter_map(|(name, _)| name.strip_prefix(&prefix).map(str::to_string))
+        let found: Vec<String> = self
+            .contract_exports(component)
+            .into_iter()
+            .filter(|(i, _)| i == interface)
+            .map(|(_, v)| v)
             .collect();
         let supported = super::SUPPORTED_CONTRACT_VERSIONS.join(", ");
         match found.first() {
             None => Err(PluginError::Load {
                 origin: origin.to_string(),
                 message: format!(
-                    "it does not export polygateway:plugin/{interface} (is it a {interface} component?)"
+                    "it does not export {CONTRACT_PACKAGE}/{interface} (is it a {interface} component?)"
                 ),
             }),
             Some(v) if super::SUPPORTED_CONTRACT_VERSIONS.contains(&v.as_str()) => Ok(v.clone()),
             Some(v) => Err(PluginError::Version {
                 origin: origin.to_string(),
-                interface: match interface {
-                    "chat-provider" => "polygateway:plugin/chat-provider",
-                    _ => "polygateway:plugin",
-                },
+                interface: format!("{CONTRACT_PACKAGE}/{interface}"),
                 found: v.clone(),
                 supported,
             }),
         }
     }
+}
+
+/// What a failed guest call says in its `PluginError::Fault`: the time budget for an epoch
+/// interrupt, the trap for a trap (a Rust guest's panic is an `unreachable` trap), else the
+/// error chain (e.g. the memory cap). The wasm backtrace goes to the debug log only.
+pub(crate) fn fault_message(e: &wasmtime::Error, limits: &PluginLimits) -> String {
+    tracing::debug!(error = format!("{e:?}"), "plugin call failed");
+    match e.downcast_ref::<wasmtime::Trap>() {
+        Some(wasmtime::Trap::Interrupt) => format!(
+            "exceeded its time budget of {} ms (PGW_PLUGIN_TIMEOUT_MS)",
+            limits.call_timeout.as_millis()
+        ),
+        Some(wasmtime::Trap::UnreachableCodeReached) => {
+            "wasm trap: unreachable code executed (a Rust guest panicked)".to_string()
+        }
+        Some(trap) => format!("wasm trap: {trap}"),
+        None => e
+            .chain()
+            .map(ToString::to_string)
+            .filter(|m| !m.starts_with("error while executing at wasm backtrace"))
+            .collect::<Vec<_>>()
+            .join(": "),
+    }
+}
+
+/// The WIT package of the plugin contract, without its version.
+pub(crate) const CONTRACT_PACKAGE: &str = "polygateway:plugin";
+
+/// Import-name prefixes the sandbox's linker provides (see [`link_sandbox_wasi`]), plus the
+/// contract's shared `types` interface (types only: nothing to provide).
+const PROVIDED_IMPORTS: [&str; 4] = [
+    "wasi:io/",
+    "wasi:cli/",
+    "wasi:random/",
+    "polygateway:plugin/types@",
+];
+
+/// `HasData` projection of the store onto its resource table (for `wasi:io`).
+struct Io;
+
+impl HasData for Io {
+    type Data<'a> = &'a mut ResourceTable;
+}
+
+/// Link the WASI interfaces a Rust std guest imports even when it does no I/O — `wasi:io`,
+/// `wasi:cli` (all backed by the empty context of `state.rs`) — and `wasi:random` (seeding a
+/// std `HashMap`). Clocks, filesystem and sockets are deliberately absent.
+fn link_sandbox_wasi(l: &mut Linker<HostState>) -> wasmtime::Result<()> {
+    use wasmtime_wasi::p2::bindings::sync::io::{poll, streams};
+    use wasmtime_wasi::p2::bindings::{cli, random};
+    wasmtime_wasi::p2::bindings::sync::io::error::add_to_linker::<HostState, Io>(l, |t| {
+        t.ctx().table
+    })?;
+    // Streams and poll never block nor enter a Tokio runtime (see `sandbox_io.rs`).
+    poll::add_to_linker::<HostState, SandboxIoData>(l, |t| SandboxIo(t.ctx().table))?;
+    streams::add_to_linker::<HostState, SandboxIoData>(l, |t| SandboxIo(t.ctx().table))?;
+    cli::exit::add_to_linker::<HostState, WasiCli>(l, HostState::cli)?;
+    cli::environment::add_to_linker::<HostState, WasiCli>(l, HostState::cli)?;
+    cli::stdin::add_to_linker::<HostState, WasiCli>(l, HostState::cli)?;
+    cli::stdout::add_to_linker::<HostState, WasiCli>(l, HostState::cli)?;
+    cli::stderr::add_to_linker::<HostState, WasiCli>(l, HostState::cli)?;
+    cli::terminal_input::add_to_linker::<HostState, WasiCli>(l, HostState::cli)?;
+    cli::terminal_output::add_to_linker::<HostState, WasiCli>(l, HostState::cli)?;
+    cli::terminal_stdin::add_to_linker::<HostState, WasiCli>(l, HostState::cli)?;
+    cli::terminal_stdout::add_to_linker::<HostState, WasiCli>(l, HostState::cli)?;
+    cli::terminal_stderr::add_to_linker::<HostState, WasiCli>(l, HostState::cli)?;
+    random::random::add_to_linker::<HostState, WasiRandom>(l, |t| t.ctx().ctx.random())?;
+    random::insecure::add_to_linker::<HostState, WasiRandom>(l, |t| t.ctx().ctx.random())?;
+    random::insecure_seed::add_to_linker::<HostState, WasiRandom>(l, |t| t.ctx().ctx.random())?;
+    Ok(())
 }

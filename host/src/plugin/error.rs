@@ -12,7 +12,7 @@ pub enum PluginError {
     )]
     Version {
         origin: String,
-        interface: &'static str,
+        interface: String,
         found: String,
         supported: String,
     },

@@ -6,9 +6,12 @@
 //! fails only that call (`PluginError::Fault`) and discards only that instance.
 
 mod builtin;
+pub mod cli;
+pub mod conformance;
 mod engine;
 mod error;
 mod provider;
+mod sandbox_io;
 mod selector;
 mod state;
 mod strategy;
@@ -28,7 +31,8 @@ pub use strategy::{
 pub use wire::{
     AuthScheme, BuildError, Capabilities, ChatRequest as PluginChatRequest, ClassifiedError, Delta,
     ErrorClass, FinishReason, Header, HttpRequest, PluginInfo, SourceInfo, SseEvent, ThinkingStyle,
-    ToolCallDelta, Usage, delta_to_json, finish_reason_str,
+    ToolCallDelta, Usage, delta_to_json, error_class_str, finish_reason_str, source_info,
+    thinking_style_str,
 };
 
 /// Contract versions of `polygateway:plugin` this host can load.

@@ -3,10 +3,11 @@
 //! for one attempt and gives it back to the pool when dropped.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use crossbeam_queue::ArrayQueue;
 use wasmtime::Store;
-use wasmtime::component::ResourceAny;
+use wasmtime::component::{Component, ResourceAny};
 
 use super::engine::PluginEngine;
 use super::error::PluginError;
@@ -19,6 +20,10 @@ use super::wire::{
 /// Most idle warm instances kept per component; more are created under load and dropped
 /// when they come back to a full pool.
 const POOL_CAPACITY: usize = 512;
+
+/// An instance whose linear memory grew beyond this (e.g. after parsing a huge body) is
+/// dropped instead of going back to the pool, so idle instances never pin much memory.
+pub(crate) const RETIRE_MEMORY_BYTES: usize = 16 * 1024 * 1024;
 
 type Bindings = super::wire::Provider;
 
@@ -34,6 +39,7 @@ pub struct ProviderComponent {
     engine: PluginEngine,
     pre: ProviderPre<HostState>,
     pool: ArrayQueue<Box<Warm>>,
+    faults: AtomicU64,
 }
 
 impl std::fmt::Debug for ProviderComponent {
@@ -55,14 +61,24 @@ impl ProviderComponent {
         bytes: &[u8],
     ) -> Result<Arc<Self>, PluginError> {
         let component = engine.compile(origin, bytes)?;
-        let version = engine.check_version(origin, &component, "chat-provider")?;
+        Self::from_component(engine, origin, &component)
+    }
+
+    /// Like [`ProviderComponent::load`], from an already compiled component.
+    pub(crate) fn from_component(
+        engine: &PluginEngine,
+        origin: &str,
+        component: &Component,
+    ) -> Result<Arc<Self>, PluginError> {
+        let version = engine.check_version(origin, component, "chat-provider")?;
+        engine.check_imports(origin, component)?;
         let load_err = |message: String| PluginError::Load {
             origin: origin.to_string(),
             message,
         };
         let instance_pre = engine
             .linker
-            .instantiate_pre(&component)
+            .instantiate_pre(component)
             .map_err(|e| load_err(format!("{e:#}")))?;
         let pre = ProviderPre::new(instance_pre).map_err(|e| load_err(format!("{e:#}")))?;
         let mut warm = instantiate(engine, &pre).map_err(|e| load_err(format!("{e:#}")))?;
@@ -87,7 +103,19 @@ impl ProviderComponent {
             engine: engine.clone(),
             pre,
             pool,
+            faults: AtomicU64::new(0),
         }))
+    }
+
+    /// Calls that faulted (trap, exhausted time budget, memory cap) since load; each
+    /// discarded its instance.
+    pub fn faults(&self) -> u64 {
+        self.faults.load(Ordering::Relaxed)
+    }
+
+    /// The sandbox limits its calls run under.
+    pub fn limits(&self) -> super::PluginLimits {
+        self.engine.limits
     }
 
     /// What `describe` returned at load time.
@@ -103,6 +131,23 @@ impl ProviderComponent {
     /// Idle warm instances in the pool (for `/healthz` and tests).
     pub fn idle_instances(&self) -> usize {
         self.pool.len()
+    }
+
+    /// Call `describe` on a new instance (not from the pool): the conformance kit checks it
+    /// answers as it did at load.
+    pub(crate) fn describe_fresh(self: &Arc<Self>) -> Result<PluginInfo, PluginError> {
+        let fresh = instantiate(&self.engine, &self.pre).map_err(|e| PluginError::Fault {
+            plugin: self.info.name.clone(),
+            function: "instantiate",
+            message: format!("{e:#}"),
+        })?;
+        let mut instance = ProviderInstance {
+            component: self.clone(),
+            warm: Some(Box::new(fresh)),
+        };
+        instance.call("describe", |store, b| {
+            b.polygateway_plugin_chat_provider().call_describe(store)
+        })
     }
 
     /// Check out a warm instance (or create one, ~30 µs, when the pool is empty).
@@ -144,7 +189,10 @@ pub struct ProviderInstance {
 
 impl Drop for ProviderInstance {
     fn drop(&mut self) {
-        if let Some(w) = self.warm.take() {
+        if let Some(w) = self.warm.take()
+            && w.store.data().limits.memory_high_water() <= RETIRE_MEMORY_BYTES
+        {
+            // A full pool drops the instance.
             let _ = self.component.pool.push(w);
         }
     }
@@ -173,14 +221,10 @@ impl ProviderInstance {
         match f(&mut warm.store, &warm.bindings) {
             Ok(r) => Ok(r),
             Err(e) => {
+                // The instance is dead after a trap: drop it; the pool makes a new one.
                 self.warm = None;
-                let message = match e.downcast_ref::<wasmtime::Trap>() {
-                    Some(wasmtime::Trap::Interrupt) => format!(
-                        "exceeded its time budget of {:?}",
-                        self.component.engine.limits.call_timeout
-                    ),
-                    _ => format!("{e:#}"),
-                };
+                self.component.faults.fetch_add(1, Ordering::Relaxed);
+                let message = super::engine::fault_message(&e, &self.component.engine.limits);
                 Err(fault(message, &self.component.info.name))
             }
         }

@@ -13,6 +13,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use crossbeam_queue::ArrayQueue;
 use wasmtime::Store;
+use wasmtime::component::Component;
 
 use super::engine::PluginEngine;
 use super::error::PluginError;
@@ -132,6 +133,7 @@ pub struct SelectorComponent {
     pre: SelectorPre<HostState>,
     pool: ArrayQueue<Box<Warm>>,
     violations: AtomicU64,
+    faults: AtomicU64,
 }
 
 impl std::fmt::Debug for SelectorComponent {
@@ -154,29 +156,24 @@ impl SelectorComponent {
         bytes: &[u8],
     ) -> Result<Arc<Self>, PluginError> {
         let component = engine.compile(origin, bytes)?;
-        let version = engine
-            .check_version(origin, &component, "source-selector")
-            .map_err(|e| match e {
-                PluginError::Version {
-                    origin,
-                    found,
-                    supported,
-                    ..
-                } => PluginError::Version {
-                    origin,
-                    interface: "polygateway:plugin/source-selector",
-                    found,
-                    supported,
-                },
-                other => other,
-            })?;
+        Self::from_component(engine, origin, &component)
+    }
+
+    /// Like [`SelectorComponent::load`], from an already compiled component.
+    pub(crate) fn from_component(
+        engine: &PluginEngine,
+        origin: &str,
+        component: &Component,
+    ) -> Result<Arc<Self>, PluginError> {
+        let version = engine.check_version(origin, component, "source-selector")?;
+        engine.check_imports(origin, component)?;
         let load_err = |message: String| PluginError::Load {
             origin: origin.to_string(),
             message,
         };
         let instance_pre = engine
             .linker
-            .instantiate_pre(&component)
+            .instantiate_pre(component)
             .map_err(|e| load_err(format!("{e:#}")))?;
         let pre = SelectorPre::new(instance_pre).map_err(|e| load_err(format!("{e:#}")))?;
         let mut warm = instantiate(engine, &pre).map_err(|e| load_err(format!("{e:#}")))?;
@@ -202,7 +199,14 @@ impl SelectorComponent {
             pre,
             pool,
             violations: AtomicU64::new(0),
+            faults: AtomicU64::new(0),
         }))
+    }
+
+    /// Calls that faulted (trap or exhausted time budget) since load; each discarded its
+    /// instance.
+    pub fn faults(&self) -> u64 {
+        self.faults.load(Ordering::Relaxed)
     }
 
     /// What `describe` returned at load time.
@@ -262,18 +266,19 @@ impl SelectorComponent {
             .call_choose(store, &wire, seed)
         {
             Ok(answer) => {
-                // A full pool drops the instance.
-                let _ = self.pool.push(warm);
+                // A full pool drops the instance, and so does a bloated memory.
+                if warm.store.data().limits.memory_high_water()
+                    <= super::provider::RETIRE_MEMORY_BYTES
+                {
+                    let _ = self.pool.push(warm);
+                }
                 Ok(answer)
             }
             // The instance is dead after a trap: `warm` is dropped here.
-            Err(e) => Err(fault(match e.downcast_ref::<wasmtime::Trap>() {
-                Some(wasmtime::Trap::Interrupt) => format!(
-                    "exceeded its time budget of {:?}",
-                    self.engine.limits.call_timeout
-                ),
-                _ => format!("{e:#}"),
-            })),
+            Err(e) => {
+                self.faults.fetch_add(1, Ordering::Relaxed);
+                Err(fault(super::engine::fault_message(&e, &self.engine.limits)))
+            }
         }
     }
 

@@ -1,15 +1,20 @@
 //! The per-instance store data: an empty WASI context (no preopens, env, args or sockets;
-//! stdio discarded) and the memory limiter.
+//! stdio discarded) and the sandbox's resource limiter (linear-memory cap that traps with a
+//! readable message, and a high-water mark the pools use to retire bloated instances).
 
+use wasmtime::ResourceLimiter;
 use wasmtime::component::ResourceTable;
-use wasmtime::{StoreLimits, StoreLimitsBuilder};
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
+
+/// Most table elements one instance may grow to (function tables of a Rust guest hold a few
+/// hundred entries).
+const MAX_TABLE_ELEMENTS: usize = 1 << 20;
 
 /// Data owned by one plugin instance's `Store`.
 pub(crate) struct HostState {
     wasi: WasiCtx,
     table: ResourceTable,
-    pub(crate) limits: StoreLimits,
+    pub(crate) limits: SandboxLimiter,
 }
 
 impl HostState {
@@ -18,13 +23,10 @@ impl HostState {
         Self {
             wasi: WasiCtxBuilder::new().build(),
             table: ResourceTable::new(),
-            limits: StoreLimitsBuilder::new()
-                .memory_size(memory_bytes)
-                .instances(8)
-                .tables(16)
-                .memories(4)
-                .trap_on_grow_failure(true)
-                .build(),
+            limits: SandboxLimiter {
+                memory_cap: memory_bytes,
+                memory_high_water: 0,
+            },
         }
     }
 }
@@ -35,5 +37,74 @@ impl WasiView for HostState {
             ctx: &mut self.wasi,
             table: &mut self.table,
         }
+    }
+}
+
+/// The memory and table limits of one instance. Growing a memory past the cap traps the call
+/// (the instance is then discarded) instead of returning -1 to the guest, so the fault names
+/// the cause.
+pub(crate) struct SandboxLimiter {
+    /// Linear-memory cap in bytes (`PGW_PLUGIN_MEMORY_MB`).
+    memory_cap: usize,
+    /// The largest linear memory this instance has had, in bytes.
+    memory_high_water: usize,
+}
+
+impl SandboxLimiter {
+    /// The largest linear memory the instance has grown to, in bytes.
+    pub(crate) fn memory_high_water(&self) -> usize {
+        self.memory_high_water
+    }
+}
+
+impl ResourceLimiter for SandboxLimiter {
+    fn memory_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        if desired > self.memory_cap {
+            return Err(wasmtime::format_err!(
+                "memory cap exceeded: the plugin tried to grow its memory to {} MiB; the cap is {} MiB (PGW_PLUGIN_MEMORY_MB)",
+                desired.div_ceil(1024 * 1024),
+                self.memory_cap / (1024 * 1024)
+            ));
+        }
+        if maximum.is_some_and(|m| desired > m) {
+            return Ok(false);
+        }
+        self.memory_high_water = self.memory_high_water.max(desired);
+        Ok(true)
+    }
+
+    fn memory_grow_failed(&mut self, error: wasmtime::Error) -> wasmtime::Result<()> {
+        Err(error.context("memory growth failed"))
+    }
+
+    fn table_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        if desired > MAX_TABLE_ELEMENTS {
+            return Err(wasmtime::format_err!(
+                "table limit exceeded: the plugin tried to grow a table to {desired} elements"
+            ));
+        }
+        Ok(maximum.is_none_or(|m| desired <= m))
+    }
+
+    fn instances(&self) -> usize {
+        8
+    }
+
+    fn tables(&self) -> usize {
+        16
+    }
+
+    fn memories(&self) -> usize {
+        4
     }
 }

@@ -77,6 +77,7 @@ impl StrategyComponent {
     ) -> Result<Arc<Self>, PluginError> {
         let component = engine.compile(origin, bytes)?;
         let version = engine.check_version(origin, &component, INTERFACE)?;
+        engine.check_imports(origin, &component)?;
         let load_err = |message: String| PluginError::Load {
             origin: origin.to_string(),
             message,
@@ -206,18 +207,19 @@ impl StrategyComponent {
         let Warm { store, bindings } = &mut *warm;
         match f(store, bindings) {
             Ok(answer) => {
-                // A full pool drops the instance.
-                let _ = self.pool.push(warm);
+                // A full pool drops the instance, and so does a bloated memory.
+                if warm.store.data().limits.memory_high_water()
+                    <= super::provider::RETIRE_MEMORY_BYTES
+                {
+                    let _ = self.pool.push(warm);
+                }
                 Ok(answer)
             }
             // The instance is dead after a trap: `warm` is dropped here.
-            Err(e) => Err(fault(match e.downcast_ref::<wasmtime::Trap>() {
-                Some(wasmtime::Trap::Interrupt) => format!(
-                    "exceeded its time budget of {} ms (PGW_PLUGIN_TIMEOUT_MS)",
-                    self.engine.limits.call_timeout.as_millis()
-                ),
-                _ => format!("{e:#}"),
-            })),
+            Err(e) => Err(fault(super::engine::fault_message(
+                &e,
+                &self.engine.limits,
+            ))),
         }
     }
 }

@@ -49,3 +49,35 @@ pub fn delta_to_json(d: &Delta) -> serde_json::Value {
         Delta::Done => json!("done"),
     }
 }
+
+/// What a provider plugin sees of a configured source: model, base URL, thinking switch and
+/// `EXTRA_BODY` as JSON text — never the credential, which only the host attaches (per the
+/// plugin's `auth-scheme`). The one mapping the gateway and the conformance kit both use.
+pub fn source_info(s: &crate::config::SourceSettings) -> SourceInfo {
+    SourceInfo {
+        model: s.model.clone(),
+        base_url: s.base_url.clone(),
+        enable_thinking: s.enable_thinking,
+        extra_body_json: serde_json::Value::Object(s.extra_body.clone()).to_string(),
+    }
+}
+
+/// The contract's name of an error class (`transient`, `source-dead`, `request-rejected`,
+/// `result-invalid`).
+pub fn error_class_str(c: ErrorClass) -> &'static str {
+    match c {
+        ErrorClass::Transient => "transient",
+        ErrorClass::SourceDead => "source-dead",
+        ErrorClass::RequestRejected => "request-rejected",
+        ErrorClass::ResultInvalid => "result-invalid",
+    }
+}
+
+/// The contract's name of a thinking style (`none`, `reasoning-field`, `inline-tags`).
+pub fn thinking_style_str(t: ThinkingStyle) -> &'static str {
+    match t {
+        ThinkingStyle::None => "none",
+        ThinkingStyle::ReasoningField => "reasoning-field",
+        ThinkingStyle::InlineTags => "inline-tags",
+    }
+}

@@ -19,6 +19,27 @@ use crate::{
 /// All methods are pure functions of their arguments (the contract forbids clocks, I/O and
 /// global state).
 ///
+/// # The WIT functions, and what the host does with each answer
+///
+/// Units: token counts are model tokens, times are milliseconds (`-ms`), bodies are bytes,
+/// JSON travels as UTF-8 text. Every call runs under the host's time budget
+/// (`PGW_PLUGIN_TIMEOUT_MS`, default 1000 ms) and memory cap (`PGW_PLUGIN_MEMORY_MB`,
+/// default 64 MiB per instance). A trap — a panic (`panic = "abort"` makes it one), an
+/// exhausted budget, the memory cap — is never an answer: it fails that one call with HTTP
+/// 502 `plugin_fault`, is not counted against the source's breaker, and the instance is
+/// discarded. Return typed errors instead.
+///
+/// | WIT function | trait method | answer → what the host does |
+/// | --- | --- | --- |
+/// | `describe() -> plugin-info` | [`Provider::describe`] | called once at load; a contract version the host does not support refuses the component, naming both versions |
+/// | `build-request(req, source)` | [`Provider::build_request`] | `ok(http-request)`: sent, with the credential added per its `auth-scheme` (the plugin never sees the key); `err(invalid-request)`: HTTP 400, no other source tried; `err(unsupported)`: the next source is tried |
+/// | `parse-response(body)` | [`Provider::parse_response`] | `ok(deltas)` of a complete 2xx body, ending with `done`; `err(classified-error)`: the attempt failed with that class |
+/// | `classify-error(status, headers, body)` | [`Provider::classify_error`] | the class decides: `transient` (back off, retry, maybe fail over; counts for the breaker), `source-dead` (switch source at once, open its breaker), `request-rejected` (HTTP 400, no retry), `result-invalid` (no failover, breaker success); `retry-after-ms` is a hint in ms the host combines with `Retry-After` (taking the larger); `body` is at most 64 KiB and may be empty, HTML or not UTF-8 |
+/// | `stream-parser` constructor, `parse(events)`, `finish()` | [`Provider::stream_parser`], [`ChatStreamParser`] | one parser per streamed attempt; `parse` gets batches of SSE events (comments and keep-alives never arrive) and returns their deltas in order, `err` ends the attempt with that class; `finish` flushes what is still held at the end of the stream |
+///
+/// Check a component against the contract with `polygateway plugin check FILE.wasm` (the
+/// conformance kit; its cases are the JSON files under `tests/fixtures/conformance/`).
+///
 /// # Example
 /// ```
 /// use polygateway_plugin_sdk::request::ChatBody;

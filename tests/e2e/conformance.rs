@@ -1,0 +1,261 @@
+//! The conformance kit (`polygateway plugin check`, `polygateway::plugin::conformance`):
+//! every first-party plugin and the out-of-tree example pass it; a deliberately broken
+//! provider (`tests/fixtures/plugins/broken-provider`) fails it with readable differences;
+//! a world the kit has no suite for, or a component of no known world, is refused cleanly.
+
+use polygateway::config::FirstParty;
+use polygateway::plugin::conformance::{CheckOptions, World, check_component};
+use polygateway::plugin::{
+    BUILTIN_SELECTORS, PluginEngine, PluginLimits, builtin_provider_bytes, builtin_selector_bytes,
+};
+
+use crate::plugin_fixtures::{acme_example, broken_provider, plugin_check};
+
+fn rendered(report: &polygateway::plugin::conformance::Report) -> String {
+    let mut out = Vec::new();
+    report.render(&mut out, true).unwrap();
+    String::from_utf8(out).unwrap()
+}
+
+/// A generous per-call budget: the tests share two cores with everything else; the budget
+/// itself is exercised by `a_call_over_the_budget_fails_its_case`.
+fn opts() -> CheckOptions {
+    CheckOptions {
+        budget: std::time::Duration::from_secs(1),
+        ..CheckOptions::default()
+    }
+}
+
+#[test]
+fn every_first_party_plugin_passes_the_kit() {
+    let engine = PluginEngine::new(PluginLimits::default(), None).unwrap();
+    let opts = opts();
+    for p in FirstParty::ALL {
+        let origin = format!("builtin:{}", p.name());
+        let report = check_component(&engine, &origin, builtin_provider_bytes(p), &opts).unwrap();
+        assert_eq!(report.world, World::Provider);
+        assert!(report.success(), "{}", rendered(&report));
+        // Every group ran: describe, requests, errors, streams, responses, robustness.
+        for group in [
+            "describe::",
+            "requests::",
+            "errors::",
+            "streams::",
+            "responses::",
+            "robustness::",
+        ] {
+            assert!(
+                report.cases.iter().any(|c| c.name.starts_with(group)),
+                "{origin}: no {group} cases"
+            );
+        }
+        assert!(report.cases.len() > 80, "{origin}: {}", report.cases.len());
+    }
+    for name in BUILTIN_SELECTORS {
+        let origin = format!("builtin:{name}");
+        let bytes = builtin_selector_bytes(name).unwrap();
+        let report = check_component(&engine, &origin, bytes, &opts).unwrap();
+        assert_eq!(report.world, World::Selector);
+        assert!(report.success(), "{}", rendered(&report));
+        assert!(
+            report
+                .cases
+                .iter()
+                .any(|c| c.name == "fixtures::mixed" && c.failure.is_none()),
+            "{origin}"
+        );
+    }
+}
+
+#[test]
+fn the_thinking_transcripts_run_only_where_they_apply() {
+    let engine = PluginEngine::new(PluginLimits::default(), None).unwrap();
+    let names = |p: FirstParty| {
+        let r = check_component(
+            &engine,
+            p.name(),
+            builtin_provider_bytes(p),
+            &CheckOptions {
+                filter: Some("streams::".into()),
+                ..opts()
+            },
+        )
+        .unwrap();
+        r.cases.into_iter().map(|c| c.name).collect::<Vec<_>>()
+    };
+    let openai = names(FirstParty::OpenAi);
+    let qwen = names(FirstParty::Qwen);
+    assert!(!openai.iter().any(|n| n == "streams::qwen_thinking"));
+    assert!(!openai.iter().any(|n| n == "streams::deepseek_reasoner"));
+    assert!(qwen.iter().any(|n| n == "streams::qwen_thinking"));
+    assert!(qwen.iter().any(|n| n == "streams::deepseek_reasoner"));
+    for generic in [
+        "streams::usage_only_chunk_with_empty_choices",
+        "streams::tool_call_deltas_interleaved",
+        "streams::keep_alives_and_empty_events",
+        "streams::missing_done",
+        "streams::error_chunk_mid_stream",
+    ] {
+        assert!(openai.iter().any(|n| n == generic), "{generic}");
+        assert!(qwen.iter().any(|n| n == generic), "{generic}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plugin_check_prints_like_a_test_runner_and_exits_zero_on_builtins() {
+    for builtin in ["builtin:openai", "builtin:round-robin"] {
+        let (code, stdout, stderr) =
+            plugin_check(&[builtin, "--timing", "--budget-ms", "1000"]).await;
+        assert_eq!(code, 0, "{builtin}\n{stdout}\n{stderr}");
+        assert!(
+            stdout.starts_with(&format!("checking {builtin} against the ")),
+            "{stdout}"
+        );
+        assert!(stdout.contains("test load::component ... ok"), "{stdout}");
+        assert!(stdout.contains("  loaded in "), "{stdout}");
+        let summary = stdout.lines().last().unwrap();
+        assert!(summary.starts_with("test result: ok. "), "{summary}");
+        assert!(summary.contains(" 0 failed; "), "{summary}");
+    }
+    // An explicit, matching world; a filter.
+    let (code, stdout, _) = plugin_check(&[
+        "builtin:deepseek",
+        "--world",
+        "provider",
+        "--filter",
+        "errors::429",
+    ])
+    .await;
+    assert_eq!(code, 0, "{stdout}");
+    assert!(stdout.contains("test errors::429_insufficient_quota ... ok"));
+    assert!(!stdout.contains("requests::"), "{stdout}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_over_the_budget_fails_its_case() {
+    // Lowering ten thousand candidates into the sandbox alone takes longer than 1 ms.
+    let (code, stdout, _) = plugin_check(&[
+        "builtin:least-inflight",
+        "--budget-ms",
+        "1",
+        "--filter",
+        "robustness::ten_thousand_candidates",
+    ])
+    .await;
+    assert_eq!(code, 1, "{stdout}");
+    assert!(
+        stdout.contains("test robustness::ten_thousand_candidates ... FAILED"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.lines().any(|l| l.starts_with("    choose took ")
+            && l.ends_with(" ms, over the budget of 1 ms per call")),
+        "{stdout}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plugin_check_refuses_what_it_cannot_check() {
+    let (code, stdout, stderr) = plugin_check(&["builtin:openai", "--world", "strategy"]).await;
+    assert_eq!(code, 2, "{stdout}{stderr}");
+    assert_eq!(
+        stderr.trim(),
+        "polygateway plugin check: unsupported world `strategy`: the conformance kit has suites for the provider and selector worlds only"
+    );
+    assert!(stdout.is_empty(), "{stdout}");
+
+    let dir = tempfile::tempdir().unwrap();
+    let other = dir.path().join("other.wasm");
+    std::fs::write(
+        &other,
+        wat::parse_str(
+            r#"(component
+                 (core module $m (func (export "f")))
+                 (core instance $i (instantiate $m))
+                 (func $f (canon lift (core func $i "f")))
+                 (instance $api (export "f" (func $f)))
+                 (export "acme:other/thing@1.0.0" (instance $api)))"#,
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    let (code, _, stderr) = plugin_check(&[other.to_str().unwrap()]).await;
+    assert_eq!(code, 2, "{stderr}");
+    assert!(
+        stderr.contains("unknown world: it exports no polygateway:plugin interface"),
+        "{stderr}"
+    );
+
+    let garbage = dir.path().join("garbage.wasm");
+    std::fs::write(&garbage, b"\0asm not really").unwrap();
+    let (code, _, stderr) = plugin_check(&[garbage.to_str().unwrap()]).await;
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("cannot load plugin"), "{stderr}");
+
+    let (code, _, stderr) = plugin_check(&["/nonexistent/plugin.wasm"]).await;
+    assert_eq!(code, 2, "{stderr}");
+    assert!(
+        stderr.contains("cannot read /nonexistent/plugin.wasm"),
+        "{stderr}"
+    );
+    let (code, _, stderr) = plugin_check(&["builtin:gemini"]).await;
+    assert_eq!(code, 2, "{stderr}");
+    assert!(
+        stderr.contains("no first-party component `gemini`"),
+        "{stderr}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_example_plugin_built_from_scratch_passes_the_kit() {
+    let wasm = acme_example().await;
+    let (code, stdout, stderr) =
+        plugin_check(&[wasm.to_str().unwrap(), "--budget-ms", "1000"]).await;
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    assert!(stdout.contains("plugin `acme`, contract 0.1.0"), "{stdout}");
+    assert!(
+        stdout
+            .lines()
+            .last()
+            .unwrap()
+            .starts_with("test result: ok.")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_broken_provider_fails_with_readable_differences() {
+    let wasm = broken_provider().await;
+    let (code, stdout, stderr) = plugin_check(&[wasm.to_str().unwrap()]).await;
+    assert_eq!(code, 1, "{stdout}\n{stderr}");
+    for expected in [
+        // Request building: the model, stream_options, protected keys, the credential header.
+        "test requests::non_streamed_request_sets_model_and_stream_false ... FAILED",
+        "    body.model: expected \"conformance-model\", got \"gpt-4o\"",
+        "    body.stream_options: expected {\"include_usage\":true}, got null",
+        "    body.model: expected \"conformance-model\", got \"evil-model\"",
+        "    header authorization is set by the plugin, but the auth scheme makes the host put the credential there",
+        // Error classification.
+        "test errors::429_insufficient_quota ... FAILED",
+        "    HTTP 429 classified as request-rejected, expected source-dead (message: \"You exceeded your current quota, please check your plan and billing details.\", code: Some(\"insufficient_quota\"))",
+        "    HTTP 401 classified as request-rejected, expected source-dead (message: \"HTTP 401\", code: None)",
+        // A missing `done`, as a delta-list difference.
+        "    parse-response: deltas differ from #5 (expected 6 deltas, got 5):",
+        "      - #5  \"done\"",
+        "      + #5  (nothing)",
+        // A trap on non-UTF-8 input is reported, and the run goes on.
+        "    plugin fault (a trap is never an answer): plugin broken faulted in parse-response: wasm trap: unreachable code executed (a Rust guest panicked)",
+        "test robustness::parse_response_8_mib_answer ... ok",
+    ] {
+        assert!(
+            stdout.lines().any(|l| l == expected),
+            "missing line {expected:?} in:\n{stdout}"
+        );
+    }
+    // What it gets right still passes.
+    assert!(stdout.contains("test errors::500_internal_error ... ok"));
+    assert!(stdout.contains("test streams::openai_usage_chunk ... ok"));
+    let summary = stdout.lines().last().unwrap();
+    assert!(summary.starts_with("test result: FAILED. "), "{summary}");
+    // The failed cases are listed again at the end, like cargo test does.
+    assert!(stdout.contains("\nfailures:\n    requests::"), "{stdout}");
+}
