@@ -147,6 +147,8 @@ fn init_tracing(filter: &str, json: bool) {
 }
 
 async fn serve() -> ExitCode {
+    // Captured before `.env` is read, so a reload re-reads `.env` under the real environment.
+    let reload_source = crate::proxy::env_settings_source();
     if let Err(e) = config::load_dotenv() {
         return fail(&e.to_string());
     }
@@ -159,6 +161,8 @@ async fn serve() -> ExitCode {
         Ok(g) => g,
         Err(e) => return fail(&e.to_string()),
     };
+    gateway.set_settings_source(reload_source);
+    crate::proxy::spawn_sighup_reload(gateway.clone());
     let (listener, addr) = match crate::proxy::bind(&gateway).await {
         Ok(x) => x,
         Err(e) => return fail(&e.to_string()),

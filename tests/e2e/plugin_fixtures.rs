@@ -79,6 +79,11 @@ pub async fn broken_provider() -> PathBuf {
     fixture_plugins().await.join("broken_provider.wasm")
 }
 
+/// The hostile provider fixture.
+pub async fn hostile_provider() -> PathBuf {
+    fixture_plugins().await.join("hostile_provider.wasm")
+}
+
 /// The out-of-tree example `examples/acme-provider`, built from its sources (once per test
 /// binary, into the same target dir as `external_plugin.rs` uses).
 pub async fn acme_example() -> PathBuf {

@@ -1,15 +1,22 @@
 //! `Gateway`: the embedded API. Built from `Settings` (or the environment), it owns the plugin
 //! engine, the loaded provider components, the HTTP clients and the telemetry recorder, and
 //! runs calls through the pipeline.
+//!
+//! **Hot reload:** everything built from settings (plugins, scopes, governance state, cache,
+//! strategies) sits in one `Inner` behind an `ArcSwap`. A call takes a snapshot when it
+//! starts and keeps it to its end, so a reload ([`Gateway::reload`]) never changes a call in
+//! flight; a reload that fails validation leaves the current `Inner` in place. Telemetry and
+//! the HTTP clients are process-wide and carried over.
 
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 
+use arc_swap::ArcSwap;
 use futures_util::Stream;
 use reqwest::header::{HeaderName, HeaderValue};
 use tokio::sync::mpsc;
 
-use crate::config::{PluginRef, ScopeSettings, Settings, SourceSettings};
+use crate::config::{ConfigError, PluginRef, ScopeSettings, Settings, SourceSettings};
 use crate::config::{StateBackend, StateBackends};
 use crate::error::GatewayError;
 use crate::governance::breaker::{BreakerBackend, BreakerConfig, MemoryBreaker, RedisBreaker};
@@ -21,7 +28,7 @@ use crate::governance::stats::{ScopeProgress, SourceStats};
 use crate::governance::{SharedClock, SystemClock};
 use crate::plugin::{
     PluginEngine, PluginError, PluginLimits, ProviderComponent, SelectSource, SelectorComponent,
-    SourceInfo, builtin_provider_bytes, builtin_selector_bytes,
+    SourceInfo, builtin_provider_bytes, builtin_selector_bytes, source_info,
 };
 use crate::telemetry::{Telemetry, TelemetryStatus};
 use crate::transport::HttpClients;
@@ -195,8 +202,8 @@ pub(crate) struct Inner {
     pub settings: Settings,
     pub scopes: Vec<ScopeRuntime>,
     pub http: HttpClients,
-    /// The telemetry of the gateway (rows, cost, metrics).
-    pub recorder: Telemetry,
+    /// The telemetry of the gateway (rows, cost, metrics); process-wide, kept by reloads.
+    pub recorder: Arc<Telemetry>,
     /// The response cache and its single-flight; `None` when `PGW_CACHE_BACKEND=none`.
     pub cache: Option<super::cache_layer::CacheRuntime>,
     /// The structured-output strategy components (per-scope defaults and per-call choices).
@@ -204,26 +211,104 @@ pub(crate) struct Inner {
     pub _engine: PluginEngine,
 }
 
+/// Where [`Gateway::reload`] reads fresh settings from (e.g. `.env` and the environment:
+/// `proxy::env_settings_source`).
+pub type SettingsSource = Arc<dyn Fn() -> Result<Settings, ConfigError> + Send + Sync>;
+
+/// Why a reload was refused. The previous configuration keeps serving.
+#[derive(Debug, thiserror::Error)]
+pub enum ReloadError {
+    /// The gateway was started from explicit settings and has no source to re-read.
+    #[error(
+        "no settings source: this gateway was started from explicit settings (see Gateway::set_settings_source)"
+    )]
+    NoSource,
+    /// The new settings do not validate.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// The new settings validate but cannot be started (a plugin that does not load, …).
+    #[error(transparent)]
+    Start(#[from] StartError),
+}
+
+impl ReloadError {
+    /// Every `(key, problem)` at fault for a configuration or plugin problem (empty for
+    /// other failures).
+    pub fn problems(&self) -> Vec<(String, String)> {
+        match self {
+            ReloadError::NoSource => Vec::new(),
+            ReloadError::Config(ConfigError::Invalid(problems)) => problems
+                .iter()
+                .map(|p| (p.key.clone(), p.message.clone()))
+                .collect(),
+            ReloadError::Config(ConfigError::DotEnv { path, message }) => {
+                vec![(path.clone(), message.clone())]
+            }
+            ReloadError::Start(StartError::Source { key, message }) => {
+                vec![(key.clone(), message.clone())]
+            }
+            ReloadError::Start(StartError::Config(e)) => {
+                ReloadError::Config(ConfigError::Invalid(match e {
+                    ConfigError::Invalid(p) => p.clone(),
+                    ConfigError::DotEnv { .. } => Vec::new(),
+                }))
+                .problems()
+            }
+            ReloadError::Start(_) => Vec::new(),
+        }
+    }
+}
+
+/// What a successful reload loaded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReloadReport {
+    /// The scopes now served.
+    pub scopes: Vec<String>,
+    /// The provider and selector components now loaded, by origin (`builtin:<name>` or a
+    /// path), each once.
+    pub plugins: Vec<String>,
+    /// Process settings that changed but only take effect on a restart (`PGW_LISTEN`,
+    /// client and admin keys, body limit, logging, telemetry).
+    pub restart_required: Vec<&'static str>,
+}
+
+/// What a gateway shares between its clones: the current `Inner` and what a reload needs.
+pub(crate) struct Shared {
+    current: ArcSwap<Inner>,
+    /// The settings at start (process settings that a reload cannot change).
+    started: Settings,
+    telemetry: Arc<Telemetry>,
+    clock: SharedClock,
+    injected_clock: bool,
+    source: std::sync::Mutex<Option<SettingsSource>>,
+    /// One reload at a time.
+    reloading: tokio::sync::Mutex<()>,
+}
+
 /// The gateway. Cheap to clone; share one per process.
 #[derive(Clone)]
 pub struct Gateway {
-    pub(crate) inner: Arc<Inner>,
+    pub(crate) shared: Arc<Shared>,
 }
 
 impl std::fmt::Debug for Gateway {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Gateway")
-            .field("scopes", &self.inner.settings.scopes.len())
+            .field("scopes", &self.inner().settings.scopes.len())
             .finish_non_exhaustive()
     }
 }
 
 impl Gateway {
-    /// Read `.env` and the environment (DESIGN §5) and start.
+    /// Read `.env` and the environment (DESIGN §5) and start. [`Gateway::reload`] re-reads
+    /// them.
     pub async fn from_env() -> Result<Self, StartError> {
+        let source = crate::proxy::env_settings_source();
         crate::config::load_dotenv()?;
         let settings = crate::config::settings_from_env()?;
-        Self::from_settings(settings).await
+        let gateway = Self::from_settings(settings).await?;
+        gateway.set_settings_source(source);
+        Ok(gateway)
     }
 
     /// Start from explicit settings: load plugins, open telemetry, build clients.
@@ -245,6 +330,29 @@ impl Gateway {
         clock: SharedClock,
         injected_clock: bool,
     ) -> Result<Self, StartError> {
+        let inner = Self::build_inner(settings, &clock, injected_clock, None).await?;
+        Ok(Self {
+            shared: Arc::new(Shared {
+                started: inner.settings.clone(),
+                telemetry: inner.recorder.clone(),
+                current: ArcSwap::from_pointee(inner),
+                clock,
+                injected_clock,
+                source: std::sync::Mutex::new(None),
+                reloading: tokio::sync::Mutex::new(()),
+            }),
+        })
+    }
+
+    /// Build everything that depends on the settings. On a reload, `previous` lends what is
+    /// process-wide: telemetry, HTTP clients, and the plugin engine while its limits and
+    /// cache directory are unchanged.
+    async fn build_inner(
+        settings: Settings,
+        clock: &SharedClock,
+        injected_clock: bool,
+        previous: Option<&Inner>,
+    ) -> Result<Inner, StartError> {
         let backends = settings.process.backends.clone();
         let needs_redis =
             backends.limiter == StateBackend::Redis || backends.breaker == StateBackend::Redis;
@@ -264,7 +372,15 @@ impl Gateway {
             call_timeout: settings.process.plugin_timeout,
             memory_bytes: settings.process.plugin_memory_bytes,
         };
-        let engine = PluginEngine::new(limits, settings.process.plugin_cache_dir.clone())?;
+        let engine = match previous {
+            Some(p)
+                if p._engine.limits() == limits
+                    && p._engine.cache_dir() == settings.process.plugin_cache_dir.as_deref() =>
+            {
+                p._engine.clone()
+            }
+            _ => PluginEngine::new(limits, settings.process.plugin_cache_dir.clone())?,
+        };
         let mut loaded: Vec<(PluginRef, Arc<ProviderComponent>)> = Vec::new();
         let mut selectors: Vec<(String, Arc<SelectorComponent>)> = Vec::new();
         let mut scopes = Vec::new();
@@ -282,14 +398,8 @@ impl Gateway {
                         c
                     }
                 };
-                let extra = serde_json::Value::Object(s.extra_body.clone()).to_string();
                 sources.push(SourceRuntime {
-                    info: SourceInfo {
-                        model: s.model.clone(),
-                        base_url: s.base_url.clone(),
-                        enable_thinking: s.enable_thinking,
-                        extra_body_json: extra,
-                    },
+                    info: source_info(s),
                     base_url: s.base_url.clone(),
                     component,
                     settings: s.clone(),
@@ -304,45 +414,146 @@ impl Gateway {
                 &state,
             )?);
         }
-        let recorder = Telemetry::start(&settings.process.telemetry)
-            .await
-            .map_err(|e| StartError::Telemetry(e.to_string()))?;
         let cache = super::cache_layer::CacheRuntime::from_settings(&settings, clock.clone())?;
         let structured = super::structured::Strategies::load(&engine, &settings.scopes)?;
-        let http = HttpClients::new().map_err(|e| StartError::Transport(e.to_string()))?;
-        Ok(Self {
-            inner: Arc::new(Inner {
-                settings,
-                scopes,
-                http,
-                recorder,
-                cache,
-                structured,
-                _engine: engine,
-            }),
+        let (recorder, http) = match previous {
+            Some(p) => (p.recorder.clone(), p.http.clone()),
+            None => (
+                Arc::new(
+                    Telemetry::start(&settings.process.telemetry)
+                        .await
+                        .map_err(|e| StartError::Telemetry(e.to_string()))?,
+                ),
+                HttpClients::new().map_err(|e| StartError::Transport(e.to_string()))?,
+            ),
+        };
+        Ok(Inner {
+            settings,
+            scopes,
+            http,
+            recorder,
+            cache,
+            structured,
+            _engine: engine,
         })
     }
 
-    /// The settings the gateway runs on.
+    /// The current configuration and runtime; a call keeps the snapshot it started with.
+    pub(crate) fn inner(&self) -> Arc<Inner> {
+        self.shared.current.load_full()
+    }
+
+    /// The settings the gateway started with. Process settings (listen address, keys, body
+    /// limit, logging, telemetry) stay these until a restart; scopes and sources follow
+    /// reloads (see [`Gateway::current_settings`]).
     pub fn settings(&self) -> &Settings {
-        &self.inner.settings
+        &self.shared.started
+    }
+
+    /// The settings of the current configuration (after the last successful reload).
+    pub fn current_settings(&self) -> Settings {
+        self.inner().settings.clone()
+    }
+
+    /// Give the gateway a source to re-read settings from on [`Gateway::reload`]
+    /// (`Gateway::from_env` sets one that re-reads `.env` and the environment).
+    pub fn set_settings_source(&self, source: SettingsSource) {
+        if let Ok(mut s) = self.shared.source.lock() {
+            *s = Some(source);
+        }
+    }
+
+    /// Re-read the settings from the source and swap in a new configuration: plugins are
+    /// loaded again, scopes and their governance state rebuilt. Calls in flight finish on
+    /// the configuration they started with; new calls use the new one. On any error the
+    /// current configuration keeps serving and the error is logged.
+    pub async fn reload(&self) -> Result<ReloadReport, ReloadError> {
+        let source = self.shared.source.lock().ok().and_then(|s| s.clone());
+        let result = match source {
+            None => Err(ReloadError::NoSource),
+            Some(source) => match source() {
+                Ok(settings) => self.reload_with(settings).await,
+                Err(e) => Err(ReloadError::Config(e)),
+            },
+        };
+        if let Err(e) = &result {
+            tracing::error!(error = %e, "reload refused; still serving the previous configuration");
+        }
+        result
+    }
+
+    /// Swap in a configuration built from `settings` (see [`Gateway::reload`]). A failure
+    /// leaves the current configuration serving.
+    pub async fn reload_with(&self, settings: Settings) -> Result<ReloadReport, ReloadError> {
+        let _one_at_a_time = self.shared.reloading.lock().await;
+        let old = self.inner();
+        let restart_required = restart_required(&self.shared.started, &settings);
+        let new = Self::build_inner(
+            settings,
+            &self.shared.clock,
+            self.shared.injected_clock,
+            Some(&old),
+        )
+        .await?;
+        let mut plugins: Vec<String> = Vec::new();
+        for s in &new.scopes {
+            for src in &s.sources {
+                plugins.push(src.component.origin().to_string());
+            }
+        }
+        for s in &new.settings.scopes {
+            plugins.push(match builtin_selector_bytes(&s.governance.selector) {
+                Some(_) => format!("builtin:{}", s.governance.selector),
+                None => s.governance.selector.clone(),
+            });
+        }
+        plugins.sort();
+        plugins.dedup();
+        let report = ReloadReport {
+            scopes: new
+                .scopes
+                .iter()
+                .map(|s| s.settings.name.to_string())
+                .collect(),
+            plugins,
+            restart_required,
+        };
+        self.shared.current.store(Arc::new(new));
+        tracing::info!(
+            scopes = ?report.scopes,
+            plugins = ?report.plugins,
+            restart_required = ?report.restart_required,
+            "reloaded"
+        );
+        Ok(report)
+    }
+
+    /// The model aliases clients can send (`/v1/models`), of the current configuration.
+    pub fn model_aliases(&self) -> Vec<String> {
+        self.inner()
+            .settings
+            .scopes
+            .iter()
+            .flat_map(|s| s.aliases.iter().cloned())
+            .collect()
     }
 
     /// Telemetry status (for `/healthz`).
     pub fn telemetry_status(&self) -> TelemetryStatus {
-        self.inner.recorder.status()
+        self.shared.telemetry.status()
     }
 
     /// The metrics registry (`/metrics`); layers report cache lookups and waits here.
     pub fn metrics(&self) -> &crate::telemetry::Metrics {
-        self.inner.recorder.metrics()
+        self.shared.telemetry.metrics()
     }
 
     /// Every metric in the Prometheus text format, gauges (breaker states, telemetry
     /// degradation) refreshed first.
     pub fn metrics_text(&self) -> String {
-        let m = self.inner.recorder.metrics();
-        for s in &self.inner.scopes {
+        let inner = self.inner();
+        let m = inner.recorder.metrics();
+        for s in &inner.scopes {
             for src in &s.sources {
                 if let Some(b) = s.breaker.snapshot(&src.settings.name) {
                     use crate::governance::breaker::BreakerState;
@@ -355,15 +566,15 @@ impl Gateway {
                 }
             }
         }
-        m.set_telemetry_degraded(self.inner.recorder.status().degraded);
+        m.set_telemetry_degraded(inner.recorder.status().degraded);
         m.encode()
     }
 
     /// A JSON snapshot for `/healthz`: scopes, sources, plugins, telemetry.
     pub fn health(&self) -> serde_json::Value {
         use serde_json::json;
-        let scopes: serde_json::Map<String, serde_json::Value> = self
-            .inner
+        let inner = self.inner();
+        let scopes: serde_json::Map<String, serde_json::Value> = inner
             .scopes
             .iter()
             .map(|s| {
@@ -397,6 +608,7 @@ impl Gateway {
                             "plugin": src.component.info().name,
                             "plugin_origin": src.component.origin(),
                             "idle_instances": src.component.idle_instances(),
+                            "plugin_faults": src.component.faults(),
                             "breaker": breaker.as_ref().map(|b| b.state.as_str()),
                             "cooldown_remaining_s": breaker.as_ref().map(|b| b.retry_after_ms as f64 / 1000.0),
                             "consecutive_failures": breaker.as_ref().map(|b| b.consecutive_failures),
@@ -427,21 +639,21 @@ impl Gateway {
         json!({
             "status": "ok",
             "scopes": scopes,
-            "telemetry": self.inner.recorder.status(),
-            "cache": super::cache_layer::health(self.inner.cache.as_ref()),
+            "telemetry": inner.recorder.status(),
+            "cache": super::cache_layer::health(inner.cache.as_ref()),
         })
     }
 
     /// Wait until every telemetry row of finished calls is written (call before exiting).
     pub async fn flush_telemetry(&self) {
-        self.inner.recorder.flush().await;
+        self.shared.telemetry.flush().await;
     }
 
     /// Run one call to its end and return the whole answer.
     pub async fn chat(&self, req: ChatRequest) -> Result<ChatResponse, GatewayError> {
         req.validate()?;
         let mut sink = Sink::Collect;
-        run_call(self.inner.clone(), req, &mut sink).await
+        run_call(self.inner(), req, &mut sink).await
     }
 
     /// Run one call as a stream of events: `Start` when the first token is ready (failover
@@ -453,7 +665,7 @@ impl Gateway {
         req: ChatRequest,
     ) -> impl Stream<Item = CallEvent> + Send + 'static + use<> {
         let (tx, rx) = mpsc::channel::<CallEvent>(64);
-        let inner = self.inner.clone();
+        let inner = self.inner();
         let task = tokio::spawn(async move {
             if let Err(e) = req.validate() {
                 let _ = tx.send(CallEvent::Failed(e)).await;
@@ -471,32 +683,43 @@ impl Gateway {
     }
 }
 
+/// The env key of a source field, e.g. `LLM__ACME__1__PLUGIN`.
+fn source_key(scope: &ScopeSettings, s: &SourceSettings, field: &str) -> String {
+    format!(
+        "{}__{}__{}__{field}",
+        scope.name,
+        s.provider.to_ascii_uppercase(),
+        s.index
+    )
+}
+
+/// A plugin error as a start error naming the key that chose the plugin.
+fn keyed(key: String) -> impl FnOnce(PluginError) -> StartError {
+    move |e| StartError::Source {
+        key,
+        message: e.to_string(),
+    }
+}
+
 fn load_provider(
     engine: &PluginEngine,
     scope: &ScopeSettings,
     s: &SourceSettings,
 ) -> Result<Arc<ProviderComponent>, StartError> {
+    let key = source_key(scope, s, "PLUGIN");
     match &s.plugin {
-        PluginRef::FirstParty(fp) => Ok(ProviderComponent::load(
+        PluginRef::FirstParty(fp) => ProviderComponent::load(
             engine,
             &format!("builtin:{}", fp.name()),
             builtin_provider_bytes(*fp),
-        )?),
+        )
+        .map_err(keyed(key)),
         PluginRef::File(path) => {
             let bytes = std::fs::read(path).map_err(|e| StartError::Source {
-                key: format!(
-                    "{}__{}__{}__PLUGIN",
-                    scope.name,
-                    s.provider.to_ascii_uppercase(),
-                    s.index
-                ),
+                key: key.clone(),
                 message: format!("cannot read {}: {e}", path.display()),
             })?;
-            Ok(ProviderComponent::load(
-                engine,
-                &path.display().to_string(),
-                &bytes,
-            )?)
+            ProviderComponent::load(engine, &path.display().to_string(), &bytes).map_err(keyed(key))
         }
     }
 }
@@ -512,14 +735,16 @@ fn load_selector(
     if let Some((_, c)) = loaded.iter().find(|(n, _)| n == want) {
         return Ok(c.clone());
     }
+    let key = format!("{}__SELECTOR", scope.name);
     let component = match builtin_selector_bytes(want) {
-        Some(bytes) => SelectorComponent::load(engine, &format!("builtin:{want}"), bytes)?,
+        Some(bytes) => SelectorComponent::load(engine, &format!("builtin:{want}"), bytes)
+            .map_err(keyed(key))?,
         None => {
             let bytes = std::fs::read(want).map_err(|e| StartError::Source {
-                key: format!("{}__SELECTOR", scope.name),
+                key: key.clone(),
                 message: format!("cannot read {want}: {e}"),
             })?;
-            SelectorComponent::load(engine, want, &bytes)?
+            SelectorComponent::load(engine, want, &bytes).map_err(keyed(key))?
         }
     };
     loaded.push((want.clone(), component.clone()));
@@ -534,24 +759,44 @@ fn check_pin(
 ) -> Result<(), StartError> {
     use sha2::Digest;
     let bytes = std::fs::read(path).map_err(|e| StartError::Source {
-        key: format!(
-            "{}__{}__{}__PLUGIN",
-            scope.name,
-            s.provider.to_ascii_uppercase(),
-            s.index
-        ),
+        key: source_key(scope, s, "PLUGIN"),
         message: format!("cannot read {}: {e}", path.display()),
     })?;
     let actual = hex::encode(sha2::Sha256::digest(&bytes));
     if actual != pin {
-        return Err(PluginError::Checksum {
-            origin: path.display().to_string(),
-            expected: pin.to_string(),
-            actual,
-        }
-        .into());
+        return Err(keyed(source_key(scope, s, "PLUGIN_SHA256"))(
+            PluginError::Checksum {
+                origin: path.display().to_string(),
+                expected: pin.to_string(),
+                actual,
+            },
+        ));
     }
     Ok(())
+}
+
+/// The process settings that differ between `started` and `new` but only take effect on a
+/// restart (the listener, the HTTP server's keys and limits, logging and telemetry are set
+/// up once), by env key.
+fn restart_required(started: &Settings, new: &Settings) -> Vec<&'static str> {
+    let (a, b) = (&started.process, &new.process);
+    let differs =
+        |x: &dyn std::fmt::Debug, y: &dyn std::fmt::Debug| format!("{x:?}") != format!("{y:?}");
+    let mut keys = Vec::new();
+    for (key, changed) in [
+        ("PGW_LISTEN", a.listen != b.listen),
+        ("PGW_API_KEYS", a.api_keys != b.api_keys),
+        ("PGW_ADMIN_KEYS", a.admin_keys != b.admin_keys),
+        ("PGW_MAX_BODY_BYTES", a.max_body_bytes != b.max_body_bytes),
+        ("PGW_LOG", a.log_filter != b.log_filter),
+        ("PGW_LOG_FORMAT", a.log_json != b.log_json),
+        ("PGW_TELEMETRY_*", differs(&a.telemetry, &b.telemetry)),
+    ] {
+        if changed {
+            keys.push(key);
+        }
+    }
+    keys
 }
 
 struct AbortOnDrop(tokio::task::JoinHandle<()>);

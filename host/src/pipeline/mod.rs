@@ -14,7 +14,7 @@ mod sink;
 mod structured;
 mod structured_layer;
 
-pub use gateway::{Gateway, StartError};
+pub use gateway::{Gateway, ReloadError, ReloadReport, SettingsSource, StartError};
 pub use request::{CacheMode, ChatRequest, validate_meta, validate_tenant_id};
 pub use response::{Accumulator, ChatResponse, TokenUsage, ToolCall};
 pub use sink::{CallEvent, StreamStart};

@@ -27,7 +27,7 @@ use super::state::HostState;
 pub(crate) const EPOCH_TICK: Duration = Duration::from_millis(5);
 
 /// Sandbox limits applied to every plugin call.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PluginLimits {
     /// Wall-clock budget of one call into a plugin (`PGW_PLUGIN_TIMEOUT_MS`).
     pub call_timeout: Duration,
@@ -67,6 +67,7 @@ pub struct PluginEngine {
     pub(crate) engine: Engine,
     pub(crate) linker: Arc<Linker<HostState>>,
     pub(crate) limits: PluginLimits,
+    cache_dir: Option<PathBuf>,
     _ticker: Arc<Ticker>,
 }
 
@@ -89,7 +90,7 @@ impl PluginEngine {
         let mut config = Config::new();
         config.wasm_component_model(true);
         config.epoch_interruption(true);
-        if let Some(dir) = cache_dir {
+        if let Some(dir) = &cache_dir {
             let mut cache_config = wasmtime::CacheConfig::new();
             cache_config.with_directory(dir);
             let cache = wasmtime::Cache::new(cache_config).map_err(|e| load_err(e.to_string()))?;
@@ -117,8 +118,19 @@ impl PluginEngine {
             engine,
             linker: Arc::new(linker),
             limits,
+            cache_dir,
             _ticker: Arc::new(Ticker { stop }),
         })
+    }
+
+    /// The sandbox limits of every call.
+    pub fn limits(&self) -> PluginLimits {
+        self.limits
+    }
+
+    /// The compiled-component cache directory, if any.
+    pub fn cache_dir(&self) -> Option<&std::path::Path> {
+        self.cache_dir.as_deref()
     }
 
     /// Compile a component from its bytes; `origin` names it in errors. With a cache

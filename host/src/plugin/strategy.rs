@@ -216,10 +216,7 @@ impl StrategyComponent {
                 Ok(answer)
             }
             // The instance is dead after a trap: `warm` is dropped here.
-            Err(e) => Err(fault(super::engine::fault_message(
-                &e,
-                &self.engine.limits,
-            ))),
+            Err(e) => Err(fault(super::engine::fault_message(&e, &self.engine.limits))),
         }
     }
 }

@@ -22,10 +22,8 @@ pub(crate) async fn models(
     }
     let data: Vec<_> = state
         .gateway
-        .settings()
-        .scopes
-        .iter()
-        .flat_map(|s| s.aliases.iter())
+        .model_aliases()
+        .into_iter()
         .map(|a| json!({"id": a, "object": "model", "created": 0, "owned_by": "polygateway"}))
         .collect();
     axum::Json(json!({"object": "list", "data": data})).into_response()

@@ -7,6 +7,7 @@ mod chat;
 mod errors;
 mod health;
 mod metrics;
+mod reload;
 mod sse;
 
 use std::net::SocketAddr;
@@ -20,6 +21,7 @@ use tokio::net::TcpListener;
 use crate::pipeline::Gateway;
 
 pub use errors::error_response;
+pub use reload::{env_settings_source, spawn_sighup_reload};
 
 /// Shared state of the handlers.
 #[derive(Clone)]
@@ -56,6 +58,7 @@ pub fn router(gateway: Gateway) -> Router {
         .route("/v1/models", get(health::models))
         .route("/healthz", get(health::healthz))
         .route("/metrics", get(metrics::metrics))
+        .route("/admin/reload", post(reload::admin_reload))
         .with_state(state)
 }
 
