@@ -1,12 +1,14 @@
 //! The conformance kit (`polygateway plugin check`, `polygateway::plugin::conformance`):
 //! every first-party plugin and the out-of-tree example pass it; a deliberately broken
 //! provider (`tests/fixtures/plugins/broken-provider`) fails it with readable differences;
-//! a world the kit has no suite for, or a component of no known world, is refused cleanly.
+//! a component checked against another world fails its load case, and a component of no
+//! known world or no component at all is refused cleanly.
 
 use polygateway::config::FirstParty;
 use polygateway::plugin::conformance::{CheckOptions, World, check_component};
 use polygateway::plugin::{
-    BUILTIN_SELECTORS, PluginEngine, PluginLimits, builtin_provider_bytes, builtin_selector_bytes,
+    BUILTIN_SELECTORS, BUILTIN_STRATEGIES, PluginEngine, PluginLimits, builtin_provider_bytes,
+    builtin_selector_bytes, builtin_strategy_bytes,
 };
 
 use crate::plugin_fixtures::{acme_example, broken_provider, plugin_check};
@@ -65,6 +67,19 @@ fn every_first_party_plugin_passes_the_kit() {
             "{origin}"
         );
     }
+    for name in BUILTIN_STRATEGIES {
+        let origin = format!("builtin:{name}");
+        let bytes = builtin_strategy_bytes(name).unwrap();
+        let report = check_component(&engine, &origin, bytes, &opts).unwrap();
+        assert_eq!(report.world, World::Strategy);
+        assert!(report.success(), "{}", rendered(&report));
+        for group in ["prepare::", "repair::", "robustness::"] {
+            assert!(
+                report.cases.iter().any(|c| c.name.starts_with(group)),
+                "{origin}: no {group} cases"
+            );
+        }
+    }
 }
 
 #[test]
@@ -103,7 +118,11 @@ fn the_thinking_transcripts_run_only_where_they_apply() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn plugin_check_prints_like_a_test_runner_and_exits_zero_on_builtins() {
-    for builtin in ["builtin:openai", "builtin:round-robin"] {
+    for builtin in [
+        "builtin:openai",
+        "builtin:round-robin",
+        "builtin:unwrap-parameters",
+    ] {
         let (code, stdout, stderr) =
             plugin_check(&[builtin, "--timing", "--budget-ms", "1000"]).await;
         assert_eq!(code, 0, "{builtin}\n{stdout}\n{stderr}");
@@ -156,13 +175,19 @@ async fn a_call_over_the_budget_fails_its_case() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn plugin_check_refuses_what_it_cannot_check() {
+    // A provider checked as a strategy: its load case says what is missing.
     let (code, stdout, stderr) = plugin_check(&["builtin:openai", "--world", "strategy"]).await;
-    assert_eq!(code, 2, "{stdout}{stderr}");
-    assert_eq!(
-        stderr.trim(),
-        "polygateway plugin check: unsupported world `strategy`: the conformance kit has suites for the provider and selector worlds only"
+    assert_eq!(code, 1, "{stdout}{stderr}");
+    assert!(
+        stdout.contains("test load::component ... FAILED"),
+        "{stdout}"
     );
-    assert!(stdout.is_empty(), "{stdout}");
+    assert!(
+        stdout.contains(
+            "cannot load plugin builtin:openai: it does not export polygateway:plugin/structured-strategy (is it a structured-strategy component?)"
+        ),
+        "{stdout}"
+    );
 
     let dir = tempfile::tempdir().unwrap();
     let other = dir.path().join("other.wasm");

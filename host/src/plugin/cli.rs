@@ -1,7 +1,7 @@
 //! `polygateway plugin check FILE.wasm [--world provider|selector|strategy]`: run the
 //! conformance kit on a component and print the result like a test runner. Exit status 0
 //! when every case passed, 1 when a case failed, 2 when the component could not be checked
-//! at all (unreadable file, not a component, an unsupported or unknown world).
+//! at all (unreadable file, not a component, a component of no known world).
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -9,7 +9,10 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use super::conformance::{CheckOptions, World, check_component};
-use super::{PluginEngine, PluginLimits, builtin_provider_bytes, builtin_selector_bytes};
+use super::{
+    PluginEngine, PluginLimits, builtin_provider_bytes, builtin_selector_bytes,
+    builtin_strategy_bytes,
+};
 use crate::config::FirstParty;
 
 /// `polygateway plugin …`.
@@ -27,7 +30,7 @@ pub enum WorldArg {
     Provider,
     /// A source selector (exports `source-selector`).
     Selector,
-    /// A structured-output strategy.
+    /// A structured-output strategy (exports `structured-strategy`).
     Strategy,
 }
 
@@ -35,7 +38,8 @@ pub enum WorldArg {
 #[derive(Debug, clap::Args)]
 pub struct CheckArgs {
     /// The component: a `.wasm` path, or `builtin:<name>` for a first-party one (`openai`,
-    /// `deepseek`, `qwen`, `health-aware`, `round-robin`, `least-inflight`).
+    /// `deepseek`, `qwen`, `health-aware`, `round-robin`, `least-inflight`, `json-repair`,
+    /// `native-schema`, `unwrap-parameters`).
     pub file: String,
     /// The world to check against (default: detected from the component's exports).
     #[arg(long, value_enum)]
@@ -122,10 +126,11 @@ fn component_bytes(file: &str) -> Result<Vec<u8>, String> {
         Some(name) => FirstParty::from_name(name)
             .map(builtin_provider_bytes)
             .or_else(|| builtin_selector_bytes(name))
+            .or_else(|| builtin_strategy_bytes(name))
             .map(<[u8]>::to_vec)
             .ok_or_else(|| {
                 format!(
-                    "no first-party component `{name}` (providers: openai, deepseek, qwen; selectors: health-aware, round-robin, least-inflight)"
+                    "no first-party component `{name}` (providers: openai, deepseek, qwen; selectors: health-aware, round-robin, least-inflight; strategies: json-repair, native-schema, unwrap-parameters)"
                 )
             }),
         None => std::fs::read(file).map_err(|e| format!("cannot read {file}: {e}")),

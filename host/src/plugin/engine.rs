@@ -230,7 +230,7 @@ pub(crate) fn fault_message(e: &wasmtime::Error, limits: &PluginLimits) -> Strin
         Some(wasmtime::Trap::UnreachableCodeReached) => {
             "wasm trap: unreachable code executed (a Rust guest panicked)".to_string()
         }
-        Some(trap) => format!("wasm trap: {trap}"),
+        Some(trap) => trap.to_string(),
         None => e
             .chain()
             .map(ToString::to_string)

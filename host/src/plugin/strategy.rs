@@ -12,6 +12,7 @@ use std::sync::Arc;
 
 use crossbeam_queue::ArrayQueue;
 use wasmtime::Store;
+use wasmtime::component::Component;
 
 use super::engine::PluginEngine;
 use super::error::PluginError;
@@ -76,15 +77,24 @@ impl StrategyComponent {
         bytes: &[u8],
     ) -> Result<Arc<Self>, PluginError> {
         let component = engine.compile(origin, bytes)?;
-        let version = engine.check_version(origin, &component, INTERFACE)?;
-        engine.check_imports(origin, &component)?;
+        Self::from_component(engine, origin, &component)
+    }
+
+    /// Like [`StrategyComponent::load`], from an already compiled component.
+    pub(crate) fn from_component(
+        engine: &PluginEngine,
+        origin: &str,
+        component: &Component,
+    ) -> Result<Arc<Self>, PluginError> {
+        let version = engine.check_version(origin, component, INTERFACE)?;
+        engine.check_imports(origin, component)?;
         let load_err = |message: String| PluginError::Load {
             origin: origin.to_string(),
             message,
         };
         let instance_pre = engine
             .linker
-            .instantiate_pre(&component)
+            .instantiate_pre(component)
             .map_err(|e| load_err(format!("{e:#}")))?;
         let pre = StrategyPre::new(instance_pre).map_err(|e| load_err(format!("{e:#}")))?;
         let mut warm = instantiate(engine, &pre).map_err(|e| load_err(format!("{e:#}")))?;
@@ -160,6 +170,22 @@ impl StrategyComponent {
             p.response_format = None;
         }
         Ok(p)
+    }
+
+    /// The plugin's own answer to `prepare`, unchecked (a native schema for a provider
+    /// without native support is kept): for the conformance kit and diagnostics.
+    ///
+    /// Errors: [`PluginError::Fault`] on a trap or an exhausted time budget.
+    pub fn prepare_raw(
+        &self,
+        target: &JsonTarget,
+        provider: &super::Capabilities,
+    ) -> Result<Preparation, PluginError> {
+        let caps = wire_capabilities(provider);
+        self.call("prepare", |store, b| {
+            b.polygateway_plugin_structured_strategy()
+                .call_prepare(store, target, caps)
+        })
     }
 
     /// `repair`: the model's raw answer as JSON text (`Ok(Ok(..))`, still to be parsed and

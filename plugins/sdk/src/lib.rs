@@ -109,7 +109,7 @@ pub use selector_bindings::exports::polygateway::plugin::source_selector::{
     Candidate as SelectorCandidate, Guest as SelectorGuest, SelectorInfo,
 };
 #[cfg(feature = "repair")]
-pub use strategy::repair_json_text;
+pub use strategy::{MAX_REPAIR_BYTES, MAX_REPAIR_DEPTH, repair_json_text};
 pub use strategy::{Strategy, instructions_for, native_format, strip_fences};
 pub use strategy_bindings::export_strategy;
 pub use strategy_bindings::exports::polygateway::plugin::structured_strategy::{

@@ -192,6 +192,11 @@ pub fn strip_fences(raw: &str) -> &str {
 /// 5. a repair that yields only a scalar (e.g. the whole answer as one JSON string) means
 ///    the text held no JSON object or array: [`RepairError::Unrecoverable`].
 ///
+/// Text that is not JSON as it is and is longer than [`MAX_REPAIR_BYTES`] or nested deeper
+/// than [`MAX_REPAIR_DEPTH`] is [`RepairError::Unrecoverable`] without a repair attempt: the
+/// repairer's memory and recursion grow with both, and a trap (memory cap, stack) would fail
+/// the whole call instead of letting the host re-ask.
+///
 /// # Example
 /// ```
 /// use polygateway_plugin_sdk::{RepairError, repair_json_text};
@@ -211,6 +216,17 @@ pub fn repair_json_text(raw: &str) -> Result<String, RepairError> {
     if serde_json::from_str::<serde::de::IgnoredAny>(text).is_ok() {
         return Ok(text.to_string());
     }
+    if text.len() > MAX_REPAIR_BYTES {
+        return Err(RepairError::Unrecoverable(format!(
+            "the answer is {} bytes of text that is not JSON; repair is tried on at most {MAX_REPAIR_BYTES}",
+            text.len()
+        )));
+    }
+    if nesting_depth(text) > MAX_REPAIR_DEPTH {
+        return Err(RepairError::Unrecoverable(format!(
+            "the answer nests brackets deeper than {MAX_REPAIR_DEPTH} levels"
+        )));
+    }
     let repaired = llm_json::repair_json(text, &llm_json::RepairOptions::default())
         .map_err(|e| RepairError::Unrecoverable(format!("not repairable as JSON: {e}")))?;
     match serde_json::from_str::<serde_json::Value>(&repaired) {
@@ -222,4 +238,64 @@ pub fn repair_json_text(raw: &str) -> Result<String, RepairError> {
             "repair did not produce JSON: {e}"
         ))),
     }
+}
+
+/// The longest text that is not JSON as it is on which [`repair_json_text`] tries a repair,
+/// in bytes (model answers are far shorter; the repairer needs several times its input in
+/// memory).
+///
+/// # Example
+/// ```
+/// use polygateway_plugin_sdk::{MAX_REPAIR_BYTES, RepairError, repair_json_text};
+///
+/// let huge = "x".repeat(MAX_REPAIR_BYTES + 1);
+/// assert!(matches!(repair_json_text(&huge), Err(RepairError::Unrecoverable(_))));
+/// ```
+#[cfg(feature = "repair")]
+pub const MAX_REPAIR_BYTES: usize = 1 << 20;
+
+/// The deepest bracket nesting on which [`repair_json_text`] tries a repair (the repairer
+/// recurses once per level).
+///
+/// # Example
+/// ```
+/// use polygateway_plugin_sdk::{MAX_REPAIR_DEPTH, RepairError, repair_json_text};
+///
+/// let deep = "[".repeat(MAX_REPAIR_DEPTH + 1);
+/// assert!(matches!(repair_json_text(&deep), Err(RepairError::Unrecoverable(_))));
+/// assert!(repair_json_text(&"[".repeat(10)).is_ok());
+/// ```
+#[cfg(feature = "repair")]
+pub const MAX_REPAIR_DEPTH: usize = 128;
+
+/// The deepest nesting of `[`/`{` in `text`, brackets inside strings (either quote) not
+/// counted; unbalanced closers never go below zero.
+#[cfg(feature = "repair")]
+fn nesting_depth(text: &str) -> usize {
+    let (mut depth, mut max) = (0usize, 0usize);
+    let mut quote: Option<u8> = None;
+    let mut escaped = false;
+    for b in text.bytes() {
+        match quote {
+            Some(q) => {
+                if escaped {
+                    escaped = false;
+                } else if b == b'\\' {
+                    escaped = true;
+                } else if b == q {
+                    quote = None;
+                }
+            }
+            None => match b {
+                b'"' | b'\'' => quote = Some(b),
+                b'[' | b'{' => {
+                    depth += 1;
+                    max = max.max(depth);
+                }
+                b']' | b'}' => depth = depth.saturating_sub(1),
+                _ => {}
+            },
+        }
+    }
+    max
 }

@@ -141,6 +141,18 @@ const FILES: &[(&str, &str)] = &[
         "selectors/failover.json",
         include_str!("../../../../tests/fixtures/selectors/failover.json"),
     ),
+    (
+        "strategies/prepare.json",
+        include_str!("../../../../tests/fixtures/strategies/prepare.json"),
+    ),
+    (
+        "strategies/repair-common.json",
+        include_str!("../../../../tests/fixtures/strategies/repair-common.json"),
+    ),
+    (
+        "strategies/repair-envelope.json",
+        include_str!("../../../../tests/fixtures/strategies/repair-envelope.json"),
+    ),
 ];
 
 /// The paths of the embedded fixture files (relative to `tests/fixtures/`).
@@ -437,6 +449,15 @@ pub(crate) const SELECTOR_FILES: [&str; 4] = [
 /// `selectors/failover.json`.
 pub(crate) const SELECTOR_FAILOVER: &str = "selectors/failover.json";
 
+/// The strategy `prepare` cases.
+pub(crate) const STRATEGY_PREPARE: &str = "strategies/prepare.json";
+
+/// The strategy `repair` case files.
+pub(crate) const STRATEGY_REPAIR_FILES: [&str; 2] = [
+    "strategies/repair-common.json",
+    "strategies/repair-envelope.json",
+];
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -452,6 +473,7 @@ mod tests {
             "conformance/provider",
             "conformance/provider/streams",
             "selectors",
+            "strategies",
         ] {
             for entry in std::fs::read_dir(root.join(dir)).unwrap() {
                 let path = entry.unwrap().path();

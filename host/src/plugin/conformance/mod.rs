@@ -25,12 +25,13 @@ mod provider;
 mod report;
 mod robustness;
 mod selector;
+mod strategy;
 mod streams;
 
 use std::time::{Duration, Instant};
 
 use super::engine::{CONTRACT_PACKAGE, PluginEngine};
-use super::{PluginError, ProviderComponent, SelectorComponent};
+use super::{PluginError, ProviderComponent, SelectorComponent, StrategyComponent};
 
 pub use fixtures::embedded_paths;
 pub use report::{CaseResult, Report, SlowestCall};
@@ -42,7 +43,7 @@ pub enum World {
     Provider,
     /// `selector`: exports `source-selector`.
     Selector,
-    /// `strategy`: structured-output strategies (no suite in the kit yet).
+    /// `strategy`: exports `structured-strategy`.
     Strategy,
 }
 
@@ -65,11 +66,10 @@ impl World {
         }
     }
 
-    /// Whether the kit has a suite for the world.
+    /// Whether the kit has a suite for the world (every world of the contract today).
     pub fn supported(self) -> bool {
         match self {
-            World::Provider | World::Selector => true,
-            World::Strategy => false,
+            World::Provider | World::Selector | World::Strategy => true,
         }
     }
 }
@@ -109,7 +109,7 @@ impl Default for CheckOptions {
 pub enum CheckError {
     /// `--world` names a world this host does not support.
     #[error(
-        "unsupported world `{0}`: the conformance kit has suites for the provider and selector worlds only"
+        "unsupported world `{0}`: the conformance kit has suites for the provider, selector and strategy worlds"
     )]
     UnsupportedWorld(World),
     /// The component exports no contract interface this host knows.
@@ -180,7 +180,22 @@ pub fn check_component(
                 }
             }
         }
-        World::Strategy => return Err(CheckError::UnsupportedWorld(World::Strategy)),
+        World::Strategy => {
+            let loaded = StrategyComponent::from_component(engine, origin, &component);
+            report.load_time = started.elapsed();
+            match loaded {
+                Ok(c) => {
+                    report.plugin = Some(c.info().name.clone());
+                    report.contract_version = Some(c.info().contract_version.clone());
+                    report.finish(case);
+                    strategy::run(&c, opts, &mut report);
+                }
+                Err(e) => {
+                    case.fail(e.to_string());
+                    report.finish(case);
+                }
+            }
+        }
     }
     Ok(report)
 }
@@ -197,10 +212,10 @@ fn detect(origin: &str, exports: &[(String, String)]) -> Result<World, CheckErro
     }
     let message = match exports.first() {
         Some((i, v)) => format!(
-            "it exports {CONTRACT_PACKAGE}/{i}@{v}, which belongs to no world the kit checks (provider, selector)"
+            "it exports {CONTRACT_PACKAGE}/{i}@{v}, which belongs to no world the kit checks (provider, selector, strategy)"
         ),
         None => format!(
-            "it exports no {CONTRACT_PACKAGE} interface (a provider exports {CONTRACT_PACKAGE}/chat-provider, a selector {CONTRACT_PACKAGE}/source-selector)"
+            "it exports no {CONTRACT_PACKAGE} interface (a provider exports {CONTRACT_PACKAGE}/chat-provider, a selector {CONTRACT_PACKAGE}/source-selector, a strategy {CONTRACT_PACKAGE}/structured-strategy)"
         ),
     };
     Err(CheckError::UnknownWorld {
