@@ -17,46 +17,15 @@ async fn build_acme(scratch: &Path) -> PathBuf {
         Some(d) => PathBuf::from(d).join("acme-example"),
         None => scratch.to_path_buf(),
     };
-    let crate_dir = repo_root().join("examples").join("acme-provider");
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let mut cmd = tokio::process::Command::new(cargo);
-    cmd.current_dir(&crate_dir)
-        .arg("build")
-        .arg("--manifest-path")
-        .arg(crate_dir.join("Cargo.toml"))
-        .args(["--target", "wasm32-wasip2", "--release", "--locked"])
-        .arg("--target-dir")
-        .arg(&target_dir);
-    for var in [
-        "RUSTFLAGS",
-        "CARGO_ENCODED_RUSTFLAGS",
-        "CARGO_BUILD_RUSTFLAGS",
-        "RUSTC_WRAPPER",
-        "RUSTC_WORKSPACE_WRAPPER",
-        "CARGO_TARGET_DIR",
-        "CARGO_BUILD_TARGET",
-        "CARGO_BUILD_TARGET_DIR",
-        "CARGO_LLVM_COV",
-        "LLVM_PROFILE_FILE",
-    ] {
-        cmd.env_remove(var);
-    }
-    let out = cmd
-        .output()
-        .await
-        .expect("run cargo for the example plugin");
-    assert!(
-        out.status.success(),
-        "building examples/acme-provider failed ({}):\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let wasm = target_dir
-        .join("wasm32-wasip2")
-        .join("release")
-        .join("acme.wasm");
-    assert!(wasm.is_file(), "{} was not built", wasm.display());
-    wasm
+    polygateway_tests::build_guest_component(
+        &repo_root()
+            .join("examples")
+            .join("acme-provider")
+            .join("Cargo.toml"),
+        &target_dir,
+        "acme",
+    )
+    .await
 }
 
 /// A gateway whose only source is the Acme component on the mock's `acme` scenario.

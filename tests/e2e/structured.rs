@@ -714,45 +714,12 @@ async fn build_rogue_strategy(scratch: &std::path::Path) -> std::path::PathBuf {
         Some(d) => std::path::PathBuf::from(d).join("rogue-strategy"),
         None => scratch.to_path_buf(),
     };
-    let manifest = fixture("strategies/rogue-strategy/Cargo.toml");
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let mut cmd = tokio::process::Command::new(cargo);
-    cmd.arg("build")
-        .arg("--manifest-path")
-        .arg(&manifest)
-        .args(["--target", "wasm32-wasip2", "--release", "--locked"])
-        .arg("--target-dir")
-        .arg(&target_dir);
-    for var in [
-        "RUSTFLAGS",
-        "CARGO_ENCODED_RUSTFLAGS",
-        "CARGO_BUILD_RUSTFLAGS",
-        "RUSTC_WRAPPER",
-        "RUSTC_WORKSPACE_WRAPPER",
-        "CARGO_TARGET_DIR",
-        "CARGO_BUILD_TARGET",
-        "CARGO_BUILD_TARGET_DIR",
-        "CARGO_LLVM_COV",
-        "LLVM_PROFILE_FILE",
-    ] {
-        cmd.env_remove(var);
-    }
-    let out = cmd
-        .output()
-        .await
-        .expect("run cargo for the rogue strategy");
-    assert!(
-        out.status.success(),
-        "building the rogue strategy failed ({}):\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let wasm = target_dir
-        .join("wasm32-wasip2")
-        .join("release")
-        .join("rogue_strategy.wasm");
-    assert!(wasm.is_file(), "{} was not built", wasm.display());
-    wasm
+    polygateway_tests::build_guest_component(
+        &fixture("strategies/rogue-strategy/Cargo.toml"),
+        &target_dir,
+        "rogue_strategy",
+    )
+    .await
 }
 
 #[tokio::test]

@@ -330,3 +330,49 @@ impl TcpForwarder {
         self.run(listener);
     }
 }
+
+/// Build a guest crate (`manifest`) for `wasm32-wasip2` in release with `--locked` into
+/// `target_dir`, with the host's flags and wrappers removed from the child's environment as
+/// `host/build.rs` does for the first-party plugins. Returns the path of `<wasm_name>.wasm`;
+/// panics with cargo's stderr when the build fails.
+pub async fn build_guest_component(manifest: &Path, target_dir: &Path, wasm_name: &str) -> PathBuf {
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let mut cmd = Command::new(cargo);
+    if let Some(dir) = manifest.parent() {
+        cmd.current_dir(dir);
+    }
+    cmd.arg("build")
+        .arg("--manifest-path")
+        .arg(manifest)
+        .args(["--target", "wasm32-wasip2", "--release", "--locked"])
+        .arg("--target-dir")
+        .arg(target_dir);
+    for var in [
+        "RUSTFLAGS",
+        "CARGO_ENCODED_RUSTFLAGS",
+        "CARGO_BUILD_RUSTFLAGS",
+        "RUSTC_WRAPPER",
+        "RUSTC_WORKSPACE_WRAPPER",
+        "CARGO_TARGET_DIR",
+        "CARGO_BUILD_TARGET",
+        "CARGO_BUILD_TARGET_DIR",
+        "CARGO_LLVM_COV",
+        "LLVM_PROFILE_FILE",
+    ] {
+        cmd.env_remove(var);
+    }
+    let out = cmd.output().await.expect("run cargo for a guest crate");
+    assert!(
+        out.status.success(),
+        "building {} failed ({}):\n{}",
+        manifest.display(),
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let wasm = target_dir
+        .join("wasm32-wasip2")
+        .join("release")
+        .join(format!("{wasm_name}.wasm"));
+    assert!(wasm.is_file(), "{} was not built", wasm.display());
+    wasm
+}
