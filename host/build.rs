@@ -1,6 +1,6 @@
 //! Builds the first-party plugin components (`plugins/`, a separate cargo workspace) for
 //! `wasm32-wasip2` and copies them into `OUT_DIR`, where `plugin::builtin` embeds them:
-//! three providers, three source selectors and three structured-output strategies.
+//! four providers, three source selectors and three structured-output strategies.
 //!
 //! The guest build runs with its own target dir (`<target>/wasm-plugins`) and a cleaned
 //! environment, so the host's RUSTFLAGS, wrappers (clippy, coverage) and target never leak in.
@@ -10,10 +10,11 @@ use std::process::Command;
 
 /// The component files (`<name>.wasm`) built and embedded: providers, selectors, then
 /// strategies.
-const COMPONENTS: [&str; 9] = [
+const COMPONENTS: [&str; 10] = [
     "openai",
     "deepseek",
     "qwen",
+    "monkeyocr",
     "health_aware",
     "round_robin",
     "least_inflight",
@@ -23,11 +24,12 @@ const COMPONENTS: [&str; 9] = [
 ];
 
 /// The crates of the plugin workspace whose sources the components are built from.
-const CRATE_DIRS: [&str; 10] = [
+const CRATE_DIRS: [&str; 11] = [
     "sdk",
     "openai",
     "deepseek",
     "qwen",
+    "monkeyocr",
     "health-aware",
     "round-robin",
     "least-inflight",

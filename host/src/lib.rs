@@ -27,6 +27,8 @@ pub mod transport;
 
 pub use error::{GatewayError, StructuredFailure, UnavailableReason};
 pub use pipeline::{
-    CallEvent, ChatRequest, ChatResponse, Gateway, StartError, StreamStart, TokenUsage, ToolCall,
+    CallEvent, CallOptions, ChatRequest, ChatResponse, EmbeddingRequest, EmbeddingResponse,
+    EmbeddingUsage, Gateway, StartError, StreamStart, TokenUsage, ToolCall,
 };
+pub use pipeline::{OcrElement, OcrLayoutResult, OcrPageSize, OcrRequest, OcrTextResult};
 pub use telemetry::UsageSource;

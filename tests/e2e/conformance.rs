@@ -7,8 +7,8 @@
 use polygateway::config::FirstParty;
 use polygateway::plugin::conformance::{CheckOptions, World, check_component};
 use polygateway::plugin::{
-    BUILTIN_SELECTORS, BUILTIN_STRATEGIES, PluginEngine, PluginLimits, builtin_provider_bytes,
-    builtin_selector_bytes, builtin_strategy_bytes,
+    BUILTIN_SELECTORS, BUILTIN_STRATEGIES, PluginEngine, PluginLimits, ProviderComponent,
+    builtin_provider_bytes, builtin_selector_bytes, builtin_strategy_bytes,
 };
 
 use crate::plugin_fixtures::{acme_example, broken_provider, plugin_check};
@@ -37,21 +37,49 @@ fn every_first_party_plugin_passes_the_kit() {
         let report = check_component(&engine, &origin, builtin_provider_bytes(p), &opts).unwrap();
         assert_eq!(report.world, World::Provider);
         assert!(report.success(), "{}", rendered(&report));
-        // Every group ran: describe, requests, errors, streams, responses, robustness.
-        for group in [
-            "describe::",
-            "requests::",
-            "errors::",
-            "streams::",
-            "responses::",
-            "robustness::",
-        ] {
+        // Every group that applies ran: the chat groups for a chat provider, the embedding
+        // and OCR groups for all (their build checks where declared).
+        let caps = ProviderComponent::load(&engine, &origin, builtin_provider_bytes(p))
+            .unwrap()
+            .info()
+            .capabilities;
+        let chat_groups = ["requests::", "streams::", "responses::", "robustness::"];
+        let mut groups = vec!["describe::", "errors::", "embedding::", "ocr::"];
+        if caps.chat {
+            groups.extend(chat_groups);
+        }
+        for group in groups {
             assert!(
                 report.cases.iter().any(|c| c.name.starts_with(group)),
                 "{origin}: no {group} cases"
             );
         }
-        assert!(report.cases.len() > 80, "{origin}: {}", report.cases.len());
+        for group in chat_groups.into_iter().filter(|_| !caps.chat) {
+            assert!(
+                !report.cases.iter().any(|c| c.name.starts_with(group)),
+                "{origin}: {group} cases ran on a provider that serves no chat"
+            );
+        }
+        let declared: Vec<&str> = report
+            .cases
+            .iter()
+            .map(|c| c.name.as_str())
+            .filter(|n| *n == "embedding::build" || *n == "ocr::build")
+            .collect();
+        let want: Vec<&str> = [
+            (caps.embedding, "embedding::build"),
+            (caps.ocr, "ocr::build"),
+        ]
+        .into_iter()
+        .filter_map(|(on, n)| on.then_some(n))
+        .collect();
+        assert_eq!(declared, want, "{origin}");
+        let least = if caps.chat { 80 } else { 20 };
+        assert!(
+            report.cases.len() > least,
+            "{origin}: {}",
+            report.cases.len()
+        );
     }
     for name in BUILTIN_SELECTORS {
         let origin = format!("builtin:{name}");

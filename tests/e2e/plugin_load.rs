@@ -54,20 +54,47 @@ fn first_party_components_describe_themselves() {
         let info = c.info();
         assert_eq!(info.name, p.name());
         assert_eq!(info.contract_version, SUPPORTED_CONTRACT_VERSIONS[0]);
-        assert!(info.capabilities.streaming);
+        let caps = &info.capabilities;
+        assert!(!caps.audio, "audio is reserved");
         seen.push((
             info.name.clone(),
-            info.capabilities.native_json_schema,
-            matches!(info.capabilities.thinking, ThinkingStyle::ReasoningField),
-            info.capabilities.prefill_continuation,
+            [caps.chat, caps.streaming, caps.embedding, caps.ocr],
+            caps.native_json_schema,
+            matches!(caps.thinking, ThinkingStyle::ReasoningField),
+            caps.prefill_continuation,
         ));
     }
     assert_eq!(
         seen,
         vec![
-            ("openai".to_string(), true, false, false),
-            ("deepseek".to_string(), false, true, true),
-            ("qwen".to_string(), true, true, true),
+            (
+                "openai".to_string(),
+                [true, true, true, false],
+                true,
+                false,
+                false
+            ),
+            (
+                "deepseek".to_string(),
+                [true, true, false, false],
+                false,
+                true,
+                true
+            ),
+            (
+                "qwen".to_string(),
+                [true, true, false, false],
+                true,
+                true,
+                true
+            ),
+            (
+                "monkeyocr".to_string(),
+                [false, false, false, true],
+                false,
+                false,
+                false
+            ),
         ]
     );
 }

@@ -577,6 +577,10 @@ fn strategy_conformance_prepare_fixture() {
             native_json_schema: case["native-json-schema"].as_bool().unwrap(),
             thinking: ThinkingStyle::None,
             prefill_continuation: false,
+            chat: true,
+            embedding: false,
+            ocr: false,
+            audio: false,
         };
         for name in names(&fx) {
             let want = &case["expect"][&name];

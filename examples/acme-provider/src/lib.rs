@@ -34,6 +34,10 @@ impl Provider for Acme {
         native_json_schema: false,
         thinking: ThinkingStyle::None,
         prefill_continuation: false,
+        chat: true,
+        embedding: false,
+        ocr: false,
+        audio: false,
     };
 
     /// The SDK's chat-completions request, with `"acme_trace": true` forced into the body

@@ -23,6 +23,10 @@ impl sdk::Provider for NativeOpenAi {
         native_json_schema: true,
         thinking: sdk::ThinkingStyle::None,
         prefill_continuation: false,
+        chat: true,
+        embedding: false,
+        ocr: false,
+        audio: false,
     };
 }
 

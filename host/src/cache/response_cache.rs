@@ -241,6 +241,81 @@ impl ResponseCache {
         }
     }
 
+    /// The key of one embedding input in `scope`: the canonical SHA-256 of the scope's
+    /// model fingerprint, the text, the requested `dimensions`, the namespace and the salt
+    /// (the same rules as a chat key, reference §7.5), or `None` for an unknown scope.
+    pub fn embedding_key(
+        &self,
+        scope: &str,
+        text: &str,
+        dimensions: Option<u32>,
+        namespace: Option<&str>,
+        salt: Option<&str>,
+    ) -> Option<String> {
+        let s = self.scopes.get(scope)?;
+        let mut m = serde_json::Map::new();
+        m.insert("kind".into(), "embedding".into());
+        m.insert("model".into(), s.fingerprint.clone());
+        m.insert("input".into(), text.into());
+        m.insert("namespace".into(), namespace.unwrap_or(&s.namespace).into());
+        if let Some(salt) = salt {
+            m.insert("salt".into(), salt.into());
+        }
+        if let Some(d) = dimensions {
+            m.insert("dimensions".into(), d.into());
+        }
+        Some(format!(
+            "{}cache:{}",
+            self.prefix,
+            super::canonical_sha256(&serde_json::Value::Object(m))
+        ))
+    }
+
+    /// The vector stored under `key` (little-endian f32 bytes), if any. Never fails: an
+    /// error, a time-out or an unreadable value is a miss.
+    pub async fn lookup_vector(&self, key: &str) -> Option<Vec<f32>> {
+        let found = self.guarded("get", self.backend.get(key)).await.flatten();
+        match found {
+            Some(b) if !b.is_empty() && b.len() % 4 == 0 => {
+                self.counters.hits.fetch_add(1, Ordering::Relaxed);
+                Some(
+                    b.chunks_exact(4)
+                        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                        .collect(),
+                )
+            }
+            Some(_) => {
+                self.counters.undecodable.fetch_add(1, Ordering::Relaxed);
+                self.counters.misses.fetch_add(1, Ordering::Relaxed);
+                None
+            }
+            None => {
+                self.counters.misses.fetch_add(1, Ordering::Relaxed);
+                None
+            }
+        }
+    }
+
+    /// Store one embedding vector under `key` for the scope's TTL. Never fails: a failed
+    /// write is dropped and counted.
+    pub async fn store_vector(&self, scope: &str, key: &str, vector: &[f32]) {
+        let Some(s) = self.scopes.get(scope) else {
+            return;
+        };
+        let bytes: Vec<u8> = vector.iter().flat_map(|f| f.to_le_bytes()).collect();
+        match self
+            .guarded("set", self.backend.set(key, Bytes::from(bytes), s.ttl))
+            .await
+        {
+            Some(()) => {
+                self.counters.stores.fetch_add(1, Ordering::Relaxed);
+            }
+            None => {
+                self.counters.dropped_writes.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+
     /// Count a call answered by joining an identical call in flight.
     pub fn note_coalesced(&self) {
         self.counters.coalesced.fetch_add(1, Ordering::Relaxed);

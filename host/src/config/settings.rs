@@ -200,11 +200,18 @@ pub enum FirstParty {
     OpenAi,
     DeepSeek,
     Qwen,
+    /// MonkeyOCR (`/ocr/text`, `/parse`): OCR only.
+    MonkeyOcr,
 }
 
 impl FirstParty {
     /// All first-party providers.
-    pub const ALL: [FirstParty; 3] = [FirstParty::OpenAi, FirstParty::DeepSeek, FirstParty::Qwen];
+    pub const ALL: [FirstParty; 4] = [
+        FirstParty::OpenAi,
+        FirstParty::DeepSeek,
+        FirstParty::Qwen,
+        FirstParty::MonkeyOcr,
+    ];
 
     /// The name used in `PLUGIN` and as the `PROVIDER` segment (lower case).
     pub fn name(self) -> &'static str {
@@ -212,6 +219,7 @@ impl FirstParty {
             FirstParty::OpenAi => "openai",
             FirstParty::DeepSeek => "deepseek",
             FirstParty::Qwen => "qwen",
+            FirstParty::MonkeyOcr => "monkeyocr",
         }
     }
 

@@ -1,10 +1,33 @@
-//! The scriptable mock upstream (`polygateway mock-upstream`): an OpenAI-compatible fake
-//! used by the tests, the README demo and the benchmark. Scenarios are addressed by path
-//! (`/sc/<name>/v1/chat/completions`, or `/v1/chat/completions` for `default`), scripted
-//! with `PUT /_mock/scenarios/<name>` and inspected with `GET /_mock/scenarios/<name>/hits`.
+//! The scriptable mock upstream (`polygateway mock-upstream`): an OpenAI-compatible and
+//! MonkeyOCR-compatible fake used by the tests, the README demo and the benchmark. Scenarios
+//! are addressed by path, `/sc/<name>/…` (or the root for `default`):
+//!
+//! - chat: `POST /sc/<name>/v1/chat/completions` (`/v1/chat/completions`);
+//! - embeddings: `POST /sc/<name>/v1/embeddings` (`/v1/embeddings`), see `embeddings.rs`;
+//! - MonkeyOCR, base URL `http://<addr>/sc/<name>`: `POST /ocr/text`, `POST /parse`,
+//!   `GET /static/<file>` (the archive a parse answer points at), `GET /health`, see `ocr.rs`
+//!   and `fixtures/README.md` (the exact archive contents).
+//!
+//! `PUT /_mock/scenarios/<name>` scripts a scenario ([`Script`], [`Step`]; chat, embeddings,
+//! `/ocr/text` and `/parse` requests consume one step each), `PUT /_mock/scenarios/<name>/health`
+//! `{"status": 503}` sets its OCR health status, and `GET /_mock/scenarios/<name>/hits` lists
+//! every request it received (each hit has `path`, `at_ms`, `headers`, `authorization`, `body`
+//! or `multipart`, and `completed`/`cancelled`).
 
+mod embeddings;
+mod ocr;
 mod script;
 mod server;
 
-pub use script::{Script, Step};
+pub use embeddings::{
+    DEFAULT_EMBEDDING_DIMS, embedding_base64, embedding_tokens, embedding_vector,
+};
+pub use ocr::{
+    LAYOUT_BAD_BOX_MIDDLE_JSON, LAYOUT_BAD_JSON_MIDDLE, LAYOUT_GOOD_MIDDLE_JSON, LAYOUT_MARKDOWN,
+    NOT_ZIP_BYTES, build_archive,
+};
+pub use script::{Layout, Script, Step};
 pub use server::{MockUpstream, serve_mock};
+
+#[cfg(test)]
+mod tests;

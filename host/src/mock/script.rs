@@ -1,5 +1,8 @@
 //! What a mock scenario answers: a list of steps consumed one per request, then `then`
-//! (a normal answer by default).
+//! (a normal answer by default). Chat completions, embeddings, OCR `/ocr/text` and OCR
+//! `/parse` requests consume steps; OCR archive downloads and health probes do not. The
+//! fields `status`, `headers`, `body` and `first_token_delay_ms` apply to every kind; the
+//! others say which kind they shape.
 
 use std::collections::BTreeMap;
 
@@ -44,6 +47,20 @@ pub struct Step {
     pub keepalive: bool,
     /// Use `\r\n` line endings.
     pub crlf: bool,
+    /// Embeddings: answer vectors of this many dimensions whatever the request asked
+    /// (a wrong-dimension batch).
+    pub embedding_dims: Option<usize>,
+    /// Embeddings: leave the last N vectors out of `data` (a wrong vector count).
+    pub drop_vectors: usize,
+    /// Embeddings: write `data` in reverse index order (clients must sort by `index`).
+    pub shuffle: bool,
+    /// Embeddings: include `usage` (default true; false answers without it).
+    pub embedding_usage: bool,
+    /// OCR `/parse`: an absolute `download_url` (`http://<addr>/sc/<name>/static/<id>.zip`)
+    /// instead of the relative `/static/<id>.zip`.
+    pub absolute_url: bool,
+    /// OCR `/parse`: what the archive behind `download_url` holds.
+    pub layout: Layout,
 }
 
 impl Default for Step {
@@ -65,6 +82,12 @@ impl Default for Step {
             cached_tokens: None,
             keepalive: false,
             crlf: false,
+            embedding_dims: None,
+            drop_vectors: 0,
+            shuffle: false,
+            embedding_usage: true,
+            absolute_url: false,
+            layout: Layout::Good,
         }
     }
 }
@@ -75,6 +98,24 @@ impl Default for Step {
 pub enum ReasoningStyle {
     Field,
     ThinkTags,
+}
+
+/// The archive an OCR `/parse` answer points at (fixtures in `mock/fixtures/`, whose
+/// `README.md` lists the exact elements).
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum Layout {
+    /// `<id>/<id>_middle.json` (`layout_good.json`), `<id>/<id>.md`, `<id>/images/fig1.jpg`.
+    #[default]
+    Good,
+    /// As `good` with three bad boxes added (`layout_bad_box.json`).
+    BadBox,
+    /// Only `<id>/<id>.md`: no `_middle.json`.
+    NoMiddle,
+    /// A `_middle.json` that is not valid JSON.
+    BadJson,
+    /// Bytes that are not a ZIP archive.
+    NotZip,
 }
 
 /// A scenario's script.

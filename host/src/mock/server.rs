@@ -1,5 +1,6 @@
-//! The mock upstream's HTTP server (axum): chat completions per scenario, the script and
-//! hit-inspection endpoints.
+//! The mock upstream's HTTP server (axum): the routes, the per-scenario state (script,
+//! hits, OCR archives, health status), chat completions, the script and hit-inspection
+//! endpoints. Embeddings live in `embeddings.rs`, MonkeyOCR in `ocr.rs`.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -17,17 +18,67 @@ use tokio::net::TcpListener;
 use tokio::time::Instant;
 
 use super::script::{ReasoningStyle, Script, Step, split_text};
+use super::{embeddings, ocr};
 
 #[derive(Default)]
-struct Scenario {
+pub(super) struct Scenario {
     script: Script,
     next: usize,
     hits: Vec<Value>,
+    /// OCR `/parse` answers so far (numbers the archives).
+    pub(super) parses: usize,
+    /// OCR archives by file name (`<id>.zip`), served at `static/<file>`.
+    pub(super) archives: HashMap<String, Bytes>,
+    /// The status of `GET health` (`None`: 200).
+    pub(super) health: Option<u16>,
 }
 
-struct MockState {
+pub(super) struct MockState {
     started: Instant,
-    scenarios: Mutex<HashMap<String, Scenario>>,
+    /// The bound address (absolute OCR download URLs).
+    pub(super) addr: SocketAddr,
+    pub(super) scenarios: Mutex<HashMap<String, Scenario>>,
+}
+
+impl MockState {
+    /// Record a request of scenario `name` as a hit (`hit` plus `at_ms`) and, when
+    /// `consume`, take the scenario's next step (the default step otherwise).
+    pub(super) fn record(
+        self: &Arc<Self>,
+        name: &str,
+        mut hit: Value,
+        consume: bool,
+    ) -> (Step, HitGuard) {
+        hit["at_ms"] = json!(self.started.elapsed().as_secs_f64() * 1000.0);
+        let (step, idx) = match self.scenarios.lock() {
+            Ok(mut map) => {
+                let sc = map.entry(name.to_string()).or_default();
+                sc.hits.push(hit);
+                let step = if consume {
+                    let step = sc
+                        .script
+                        .steps
+                        .get(sc.next)
+                        .cloned()
+                        .or_else(|| sc.script.then.clone())
+                        .unwrap_or_default();
+                    sc.next += 1;
+                    step
+                } else {
+                    Step::default()
+                };
+                (step, sc.hits.len() - 1)
+            }
+            Err(_) => (Step::default(), usize::MAX),
+        };
+        let guard = HitGuard {
+            state: self.clone(),
+            scenario: name.to_string(),
+            idx,
+            completed: false,
+        };
+        (step, guard)
+    }
 }
 
 /// A running mock upstream.
@@ -38,9 +89,15 @@ pub struct MockUpstream {
 }
 
 impl MockUpstream {
-    /// The base URL of a scenario, to use as a source's `BASE_URL`.
+    /// The base URL of a scenario, to use as a chat or embeddings source's `BASE_URL`.
     pub fn base_url(&self, scenario: &str) -> String {
         format!("http://{}/sc/{scenario}/v1", self.addr)
+    }
+
+    /// The base URL of a scenario as a MonkeyOCR source (no `/v1`): `/ocr/text`, `/parse`,
+    /// `/static/<file>` and `/health` are under it.
+    pub fn ocr_base_url(&self, scenario: &str) -> String {
+        format!("http://{}/sc/{scenario}", self.addr)
     }
 }
 
@@ -54,6 +111,7 @@ pub async fn serve_mock(
     let addr = listener.local_addr()?;
     let state = Arc::new(MockState {
         started: Instant::now(),
+        addr,
         scenarios: Mutex::new(
             scripts
                 .into_iter()
@@ -72,8 +130,15 @@ pub async fn serve_mock(
     let app = Router::new()
         .route("/v1/chat/completions", post(default_chat))
         .route("/sc/{name}/v1/chat/completions", post(scenario_chat))
+        .route("/v1/embeddings", post(embeddings::default_embeddings))
+        .route(
+            "/sc/{name}/v1/embeddings",
+            post(embeddings::scenario_embeddings),
+        )
+        .merge(ocr::routes())
         .route("/_mock/scenarios/{name}", put(set_script))
         .route("/_mock/scenarios/{name}/hits", get(hits))
+        .route("/_mock/scenarios/{name}/health", put(ocr::set_health))
         .with_state(state);
     tokio::spawn(async move {
         let _ = axum::serve(listener, app).await;
@@ -91,13 +156,12 @@ async fn set_script(
         Err(e) => return (StatusCode::BAD_REQUEST, format!("bad script: {e}")).into_response(),
     };
     if let Ok(mut map) = state.scenarios.lock() {
-        map.insert(
-            name,
-            Scenario {
-                script,
-                ..Default::default()
-            },
-        );
+        // A new script restarts the steps and the hits; OCR archives and the health status
+        // stay.
+        let sc = map.entry(name).or_default();
+        sc.script = script;
+        sc.next = 0;
+        sc.hits.clear();
     }
     StatusCode::NO_CONTENT.into_response()
 }
@@ -130,40 +194,28 @@ async fn scenario_chat(
 
 async fn chat(state: Arc<MockState>, name: String, headers: HeaderMap, body: Bytes) -> Response {
     let req: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-    let at_ms = state.started.elapsed().as_secs_f64() * 1000.0;
+    let path = if name == "default" {
+        "/v1/chat/completions".to_string()
+    } else {
+        format!("/sc/{name}/v1/chat/completions")
+    };
+    let mut hit = request_hit(&path, &headers);
+    hit["body"] = req.clone();
+    let (step, guard) = state.record(&name, hit, true);
+    respond(step, &req, guard).await
+}
+
+/// The start of a hit: the request `path`, its `authorization` and every header.
+pub(super) fn request_hit(path: &str, headers: &HeaderMap) -> Value {
     let auth = headers
         .get("authorization")
         .and_then(|v| v.to_str().ok())
         .map(str::to_string);
-    let header_map = headers_json(&headers);
-    let (step, idx) = match state.scenarios.lock() {
-        Ok(mut map) => {
-            let sc = map.entry(name.clone()).or_default();
-            sc.hits.push(json!({
-                "at_ms": at_ms,
-                "body": req.clone(),
-                "authorization": auth,
-                "headers": header_map,
-            }));
-            let step = sc
-                .script
-                .steps
-                .get(sc.next)
-                .cloned()
-                .or_else(|| sc.script.then.clone())
-                .unwrap_or_default();
-            sc.next += 1;
-            (step, sc.hits.len() - 1)
-        }
-        Err(_) => (Step::default(), usize::MAX),
-    };
-    let guard = HitGuard {
-        state: state.clone(),
-        scenario: name,
-        idx,
-        completed: false,
-    };
-    respond(step, &req, guard).await
+    json!({
+        "path": path,
+        "authorization": auth,
+        "headers": headers_json(headers),
+    })
 }
 
 /// Every request header as `{name: value}` (lower-case names; repeated headers joined with
@@ -188,7 +240,7 @@ fn headers_json(headers: &HeaderMap) -> Value {
 
 /// Marks a hit `completed` when its answer was fully sent, or `cancelled` when the client
 /// went away first (the response body was dropped).
-struct HitGuard {
+pub(super) struct HitGuard {
     state: Arc<MockState>,
     scenario: String,
     idx: usize,
@@ -206,7 +258,7 @@ impl HitGuard {
         }
     }
 
-    fn complete(mut self) {
+    pub(super) fn complete(mut self) {
         self.completed = true;
         self.mark("completed");
         let done_ms = self.state.started.elapsed().as_secs_f64() * 1000.0;
@@ -228,7 +280,8 @@ impl Drop for HitGuard {
     }
 }
 
-fn with_headers(mut resp: Response, step: &Step) -> Response {
+/// `resp` with the step's extra headers.
+pub(super) fn with_headers(mut resp: Response, step: &Step) -> Response {
     for (k, v) in &step.headers {
         if let (Ok(n), Ok(v)) = (
             HeaderName::try_from(k.as_str()),

@@ -103,10 +103,11 @@ pub(crate) async fn run_call(
 
 /// Writes a `cancelled` terminal row when a call's future is dropped before it ends
 /// (attempts and source unknown at that point: NULL).
-struct CancelGuard {
-    inner: Arc<Inner>,
-    row: Option<crate::telemetry::CallRow>,
-    started: tokio::time::Instant,
+pub(crate) struct CancelGuard {
+    pub inner: Arc<Inner>,
+    /// The row to write if dropped; set to `None` once the call wrote its own.
+    pub row: Option<crate::telemetry::CallRow>,
+    pub started: tokio::time::Instant,
 }
 
 impl Drop for CancelGuard {

@@ -609,6 +609,7 @@ impl Gateway {
                             "plugin_origin": src.component.origin(),
                             "idle_instances": src.component.idle_instances(),
                             "plugin_faults": src.component.faults(),
+                            "serves": serves(&src.component.info().capabilities),
                             "breaker": breaker.as_ref().map(|b| b.state.as_str()),
                             "cooldown_remaining_s": breaker.as_ref().map(|b| b.retry_after_ms as f64 / 1000.0),
                             "consecutive_failures": breaker.as_ref().map(|b| b.consecutive_failures),
@@ -681,6 +682,19 @@ impl Gateway {
             _guard: AbortOnDrop(task),
         }
     }
+}
+
+/// What a provider serves, from its capabilities: `chat`, `embedding`, `ocr`, `audio`.
+fn serves(c: &crate::plugin::Capabilities) -> Vec<&'static str> {
+    [
+        (c.chat, "chat"),
+        (c.embedding, "embedding"),
+        (c.ocr, "ocr"),
+        (c.audio, "audio"),
+    ]
+    .into_iter()
+    .filter_map(|(on, name)| on.then_some(name))
+    .collect()
 }
 
 /// The env key of a source field, e.g. `LLM__ACME__1__PLUGIN`.

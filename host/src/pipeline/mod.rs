@@ -1,11 +1,17 @@
 //! The call pipeline (DESIGN §3): telemetry → deadline → retry loop → attempt. Later layers
-//! (cache, structured output) slot in between without touching the loop.
+//! (cache, structured output) slot in between without touching the loop. Embeddings and OCR
+//! run the lean loop (`lean/`), which shares admission and bookkeeping with chat.
 
 mod admission;
 mod attempt;
+mod bookkeeping;
 mod cache_layer;
 mod call;
+mod embed;
 mod gateway;
+mod lean;
+mod ocr;
+mod options;
 mod request;
 mod response;
 mod retry;
@@ -14,7 +20,13 @@ mod sink;
 mod structured;
 mod structured_layer;
 
+pub use embed::{EmbeddingRequest, EmbeddingResponse, EmbeddingUsage};
 pub use gateway::{Gateway, ReloadError, ReloadReport, SettingsSource, StartError};
+pub use ocr::{
+    MAX_IMAGE_BYTES, OcrElement, OcrHealth, OcrLayoutResult, OcrPageSize, OcrRequest,
+    OcrTextResult, OcrUsage,
+};
+pub use options::CallOptions;
 pub use request::{CacheMode, ChatRequest, validate_meta, validate_tenant_id};
 pub use response::{Accumulator, ChatResponse, TokenUsage, ToolCall};
 pub use sink::{CallEvent, StreamStart};

@@ -12,13 +12,12 @@ use tracing::Instrument;
 
 use crate::error::{GatewayError, UnavailableReason};
 use crate::governance::backoff_delay;
-use crate::governance::breaker::Outcome;
-use crate::governance::limiter::FailureKind;
 use crate::governance::stall::StallBudget;
 use crate::plugin::{ErrorClass, PluginChatRequest};
 
 use super::admission::{self, Admitted, CallAdmission};
-use super::attempt::{self, AttemptAnswer, AttemptFailure, AttemptMetrics};
+use super::attempt::{self, AttemptAnswer, AttemptFailure, AttemptMetrics, UpstreamFailure};
+use super::bookkeeping::{Settlement, settle_attempt};
 use super::gateway::{Inner, ScopeRuntime, SourceRuntime};
 use super::request::ChatRequest;
 use super::response::ChatResponse;
@@ -85,12 +84,8 @@ pub(crate) async fn retry_loop(
         }
         let continuing = preq.prefill.is_some();
         let can_continue = |i: usize| {
-            !continuing
-                || scope.sources[i]
-                    .component
-                    .info()
-                    .capabilities
-                    .prefill_continuation
+            let caps = &scope.sources[i].component.info().capabilities;
+            caps.chat && (!continuing || caps.prefill_continuation)
         };
         let admitted =
             admission::admit(scope, &mut call, st.last_source, seed, &can_continue).await;
@@ -118,7 +113,7 @@ pub(crate) async fn retry_loop(
         let source = &scope.sources[idx];
         let Admitted {
             epoch,
-            mut probe,
+            probe,
             mut permit,
             _in_flight,
             ..
@@ -143,59 +138,27 @@ pub(crate) async fn retry_loop(
             &outcome,
             &metrics,
         ));
-        let latency_ms = metrics.latency.as_secs_f64() * 1000.0;
         let name = source.settings.name.to_string();
-        let is_probe = probe.is_probe();
-
-        // Bookkeeping: permit settlement (§6.3), breaker, stats, pacer.
-        let verdict = match &outcome {
-            Ok(answer) => {
-                match answer.acc.usage {
-                    Some(u) => permit.usage_known(u.prompt_tokens + u.completion_tokens),
-                    None => permit.transport_started(),
-                }
-                Some(Outcome::Success)
-            }
-            Err(AttemptFailure::Upstream(u)) => {
-                permit.failed(FailureKind::from(u.class));
-                Some(match (u.class, u.status) {
-                    (ErrorClass::Transient, Some(429)) => Outcome::RateLimited,
-                    (ErrorClass::Transient, _) => Outcome::Failure,
-                    (ErrorClass::SourceDead, _) => Outcome::SourceDead,
-                    (ErrorClass::RequestRejected, _) => Outcome::Success,
-                    (ErrorClass::ResultInvalid, _) => Outcome::ResultInvalid,
-                })
-            }
-            Err(_) => {
-                permit.failed(FailureKind::Unclassified);
-                None
-            }
+        let settlement = match &outcome {
+            Ok(answer) => Settlement::Answered(
+                answer
+                    .acc
+                    .usage
+                    .map(|u| u.prompt_tokens + u.completion_tokens),
+            ),
+            Err(AttemptFailure::Upstream(u)) => Settlement::Failed(u),
+            Err(_) => Settlement::Unclassified,
         };
-        permit.settle_now().await;
-        if let Some(v) = verdict {
-            if let Err(e) = scope.breaker.record(&name, v, epoch, is_probe).await {
-                // Bookkeeping after a finished call degrades to a warning (§7.3).
-                tracing::warn!(source = %name, error = %e, "breaker bookkeeping failed");
-            }
-            probe.reported();
-            let stats = &scope.stats[idx];
-            match v {
-                Outcome::Success | Outcome::ResultInvalid => {
-                    stats.observe(true, latency_ms);
-                    scope.pacers[idx].on_success();
-                }
-                Outcome::Failure | Outcome::SourceDead => stats.observe(false, latency_ms),
-                Outcome::RateLimited => {
-                    scope.pacers[idx].on_rate_limited(stats.in_flight() + 1);
-                }
-            }
-            if v == Outcome::SourceDead
-                && let Some(snap) = scope.breaker.snapshot(&name)
-            {
-                stats.cool_until(scope.clock.now_ms() + snap.retry_after_ms);
-            }
-        }
-        drop(probe);
+        settle_attempt(
+            scope,
+            idx,
+            epoch,
+            probe,
+            permit,
+            settlement,
+            metrics.latency,
+        )
+        .await;
 
         let failure = match outcome {
             Ok(mut answer) => {
@@ -293,41 +256,59 @@ pub(crate) async fn retry_loop(
                 if counted >= retry.max_attempts {
                     continue; // reported as retry_exhausted at the top of the loop
                 }
-                let delay = backoff_delay(
-                    retry.base_delay,
-                    retry.max_delay,
-                    backoffs,
-                    rand::random::<f64>(),
-                    up.retry_after,
-                );
+                let slept = back_off(scope, &mut call, &up, backoffs, metrics.latency).await?;
                 backoffs += 1;
-                tracing::debug!(source = %name, ?delay, "transient failure, backing off: {}", up.message);
-                let slept = Instant::now();
-                tokio::time::sleep(delay).await;
-                st.sleeping += slept.elapsed();
-                if rate_limited {
-                    // Non-productive: the 429 attempt and its back-off spend the stall budget.
-                    call.stall.charge(metrics.latency + slept.elapsed());
-                    let age = scope
-                        .progress
-                        .age_ms(scope.clock.now_ms())
-                        .map(Duration::from_millis);
-                    if call.stall.stalled(age) {
-                        return Err(GatewayError::ScopeUnavailable {
-                            scope: scope.settings.name.to_string(),
-                            reason: UnavailableReason::Stalled,
-                            retry_after_s: up.retry_after.map(|d| d.as_secs_f64()).unwrap_or(0.0),
-                            per_source_reasons: call.per_source,
-                            message: format!(
-                                "rate limited without progress for the stall window of {:?}",
-                                scope.settings.governance.stall_window
-                            ),
-                        });
-                    }
-                }
+                st.sleeping += slept;
             }
         }
     }
+}
+
+/// After a transient failure: sleep the jittered exponential back-off (the larger of it and
+/// the failure's retry-after, reference §7.2), and when the failure was a 429, charge the
+/// attempt and the sleep to the stall budget (non-productive, §7.3 issue-8) and give up with
+/// `stalled` when the budget is spent and the scope made no progress. Returns the time slept.
+/// Shared by the chat loop and the lean loop.
+pub(crate) async fn back_off(
+    scope: &ScopeRuntime,
+    call: &mut CallAdmission,
+    up: &UpstreamFailure,
+    backoffs: u32,
+    attempt_latency: Duration,
+) -> Result<Duration, GatewayError> {
+    let retry = scope.settings.retry;
+    let delay = backoff_delay(
+        retry.base_delay,
+        retry.max_delay,
+        backoffs,
+        rand::random::<f64>(),
+        up.retry_after,
+    );
+    tracing::debug!(?delay, "transient failure, backing off: {}", up.message);
+    let slept = Instant::now();
+    tokio::time::sleep(delay).await;
+    let slept = slept.elapsed();
+    let rate_limited = up.class == ErrorClass::Transient && up.status == Some(429);
+    if rate_limited {
+        call.stall.charge(attempt_latency + slept);
+        let age = scope
+            .progress
+            .age_ms(scope.clock.now_ms())
+            .map(Duration::from_millis);
+        if call.stall.stalled(age) {
+            return Err(GatewayError::ScopeUnavailable {
+                scope: scope.settings.name.to_string(),
+                reason: UnavailableReason::Stalled,
+                retry_after_s: up.retry_after.map(|d| d.as_secs_f64()).unwrap_or(0.0),
+                per_source_reasons: std::mem::take(&mut call.per_source),
+                message: format!(
+                    "rate limited without progress for the stall window of {:?}",
+                    scope.settings.governance.stall_window
+                ),
+            });
+        }
+    }
+    Ok(slept)
 }
 
 fn response(

@@ -20,14 +20,14 @@ use super::sink::CallState;
 /// Overlay keys that are not sampling parameters (structure, tools): left out of `sampling`.
 const NOT_SAMPLING: &[&str] = &["response_format", "tools", "tool_choice"];
 
-fn now_ms() -> i64 {
+pub(crate) fn now_ms() -> i64 {
     SystemTime::now()
         .duration_since(SystemTime::UNIX_EPOCH)
         .map(|d| d.as_millis() as i64)
         .unwrap_or(0)
 }
 
-fn millis(d: Duration) -> u64 {
+pub(crate) fn millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
@@ -83,7 +83,7 @@ fn set_usage(row: &mut CallRow, usage: Option<TokenUsage>, source: UsageSource) 
     row.usage_source = source;
 }
 
-fn set_source(row: &mut CallRow, source: &SourceRuntime) {
+pub(crate) fn set_source(row: &mut CallRow, source: &SourceRuntime) {
     row.source_name = Some(source.settings.name.to_string());
     row.provider = Some(source.settings.provider.to_string());
     row.model = Some(source.settings.model.clone());
@@ -165,7 +165,7 @@ pub(crate) fn cache_hit_row(
 }
 
 /// The telemetry `error_type` and message of a failed attempt.
-fn attempt_error(f: &AttemptFailure) -> (&'static str, String) {
+pub(crate) fn attempt_error(f: &AttemptFailure) -> (&'static str, String) {
     match f {
         AttemptFailure::Upstream(u) => (
             match u.class {

@@ -9,6 +9,7 @@ pub fn builtin_provider_bytes(p: FirstParty) -> &'static [u8] {
         FirstParty::OpenAi => include_bytes!(concat!(env!("OUT_DIR"), "/openai.wasm")),
         FirstParty::DeepSeek => include_bytes!(concat!(env!("OUT_DIR"), "/deepseek.wasm")),
         FirstParty::Qwen => include_bytes!(concat!(env!("OUT_DIR"), "/qwen.wasm")),
+        FirstParty::MonkeyOcr => include_bytes!(concat!(env!("OUT_DIR"), "/monkeyocr.wasm")),
     }
 }
 

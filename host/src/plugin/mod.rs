@@ -29,6 +29,10 @@ pub use strategy::{
     StrategyInfo,
 };
 pub use wire::{
+    ArchiveFetch, Bbox, EmbeddingRequest, EmbeddingResponse, EmbeddingUsage, ImageInfo,
+    LayoutDocument, LayoutElement, OcrOperation, PageSize, UploadRequest,
+};
+pub use wire::{
     AuthScheme, BuildError, Capabilities, ChatRequest as PluginChatRequest, ClassifiedError, Delta,
     ErrorClass, FinishReason, Header, HttpRequest, PluginInfo, SourceInfo, SseEvent, ThinkingStyle,
     ToolCallDelta, Usage, delta_to_json, error_class_str, finish_reason_str, source_info,

@@ -13,8 +13,9 @@ use super::engine::PluginEngine;
 use super::error::PluginError;
 use super::state::HostState;
 use super::wire::{
-    BuildError, ChatRequest, ClassifiedError, Delta, Header, HttpRequest, PluginInfo, ProviderPre,
-    SourceInfo, SseEvent,
+    ArchiveFetch, BuildError, ChatRequest, ClassifiedError, Delta, EmbeddingRequest,
+    EmbeddingResponse, Header, HttpRequest, ImageInfo, LayoutDocument, OcrOperation, PluginInfo,
+    ProviderPre, SourceInfo, SseEvent, UploadRequest,
 };
 
 /// Most idle warm instances kept per component; more are created under load and dropped
@@ -268,6 +269,86 @@ impl ProviderInstance {
         self.call("classify-error", |store, b| {
             b.polygateway_plugin_chat_provider()
                 .call_classify_error(store, status, headers, body)
+        })
+    }
+
+    /// `build-embedding-request`: the HTTP request of one embedding batch.
+    pub fn build_embedding_request(
+        &mut self,
+        req: &EmbeddingRequest,
+        source: &SourceInfo,
+    ) -> Result<Result<HttpRequest, BuildError>, PluginError> {
+        self.call("build-embedding-request", |store, b| {
+            b.polygateway_plugin_embedding_provider()
+                .call_build_embedding_request(store, req, source)
+        })
+    }
+
+    /// `parse-embedding-response`: a 2xx body into vectors (input order) and usage.
+    pub fn parse_embedding_response(
+        &mut self,
+        body: &[u8],
+    ) -> Result<Result<EmbeddingResponse, ClassifiedError>, PluginError> {
+        self.call("parse-embedding-response", |store, b| {
+            b.polygateway_plugin_embedding_provider()
+                .call_parse_embedding_response(store, body)
+        })
+    }
+
+    /// `build-ocr-request`: the multipart upload of one OCR attempt.
+    pub fn build_ocr_request(
+        &mut self,
+        op: OcrOperation,
+        image: &ImageInfo,
+        source: &SourceInfo,
+    ) -> Result<Result<UploadRequest, BuildError>, PluginError> {
+        self.call("build-ocr-request", |store, b| {
+            b.polygateway_plugin_ocr_provider()
+                .call_build_ocr_request(store, op, image, source)
+        })
+    }
+
+    /// `parse-text-response`: a 2xx OCR text answer into the text.
+    pub fn parse_text_response(
+        &mut self,
+        body: &[u8],
+    ) -> Result<Result<String, ClassifiedError>, PluginError> {
+        self.call("parse-text-response", |store, b| {
+            b.polygateway_plugin_ocr_provider()
+                .call_parse_text_response(store, body)
+        })
+    }
+
+    /// `parse-layout-response`: a 2xx layout submission answer into the archive to fetch.
+    pub fn parse_layout_response(
+        &mut self,
+        body: &[u8],
+    ) -> Result<Result<ArchiveFetch, ClassifiedError>, PluginError> {
+        self.call("parse-layout-response", |store, b| {
+            b.polygateway_plugin_ocr_provider()
+                .call_parse_layout_response(store, body)
+        })
+    }
+
+    /// `parse-layout-document`: the archive member into elements and page sizes.
+    pub fn parse_layout_document(
+        &mut self,
+        member: &[u8],
+    ) -> Result<Result<LayoutDocument, ClassifiedError>, PluginError> {
+        self.call("parse-layout-document", |store, b| {
+            b.polygateway_plugin_ocr_provider()
+                .call_parse_layout_document(store, member)
+        })
+    }
+
+    /// `health-request`: the OCR health probe's request, if the provider has one.
+    pub fn health_request(
+        &mut self,
+        source: &SourceInfo,
+    ) -> Result<Option<HttpRequest>, PluginError> {
+        self.call("health-request", |store, b| {
+            b.polygateway_plugin_ocr_provider()
+                .call_health_request(store, source)
         })
     }
 

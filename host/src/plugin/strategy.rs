@@ -270,5 +270,9 @@ fn wire_capabilities(c: &super::Capabilities) -> WireCapabilities {
             T::InlineTags => WireThinkingStyle::InlineTags,
         },
         prefill_continuation: c.prefill_continuation,
+        chat: true,
+        embedding: false,
+        ocr: false,
+        audio: false,
     }
 }

@@ -9,6 +9,13 @@ mod generated {
     });
 }
 
+pub use generated::exports::polygateway::plugin::embedding_provider::{
+    EmbeddingRequest, EmbeddingResponse, EmbeddingUsage,
+};
+pub use generated::exports::polygateway::plugin::ocr_provider::{
+    ArchiveFetch, Bbox, ImageInfo, LayoutDocument, LayoutElement, OcrOperation, PageSize,
+    UploadRequest,
+};
 pub use generated::polygateway::plugin::types::{
     AuthScheme, BuildError, Capabilities, ChatRequest, ClassifiedError, Delta, ErrorClass,
     FinishReason, Header, HttpRequest, PluginInfo, SourceInfo, SseEvent, ThinkingStyle,

@@ -3,7 +3,6 @@
 //! head waits for the call to commit, so failover stays invisible to the client.
 
 use std::net::SocketAddr;
-use std::time::Duration;
 
 use axum::body::Body;
 use axum::extract::{ConnectInfo, State};
@@ -12,39 +11,11 @@ use axum::response::{IntoResponse, Response};
 use futures_util::StreamExt;
 
 use super::AppState;
+use super::call_headers::{call_options, header_str};
 use super::errors::{error_response, plain_error};
 use super::sse::{ChunkEncoder, completion_json, done, error_event};
 use crate::error::GatewayError;
-use crate::pipeline::{CacheMode, CallEvent, ChatRequest, validate_meta, validate_tenant_id};
-
-fn header_str(headers: &HeaderMap, name: &str) -> Result<Option<String>, GatewayError> {
-    match headers.get(name) {
-        None => Ok(None),
-        Some(v) => match v.to_str() {
-            Ok(s) if !s.trim().is_empty() && s.len() <= 256 => Ok(Some(s.trim().to_string())),
-            _ => Err(GatewayError::invalid(
-                name,
-                format!("header `{name}` must be 1–256 visible ASCII characters"),
-            )),
-        },
-    }
-}
-
-/// `x-pgw-call-deadline-s`: a finite number of seconds > 0.
-fn deadline_header(headers: &HeaderMap) -> Result<Option<Duration>, GatewayError> {
-    let Some(raw) = header_str(headers, "x-pgw-call-deadline-s")? else {
-        return Ok(None);
-    };
-    match raw.parse::<f64>() {
-        Ok(x) if x.is_finite() && x > 0.0 && x < 1e7 => Ok(Some(Duration::from_secs_f64(x))),
-        _ => Err(GatewayError::invalid(
-            "x-pgw-call-deadline-s",
-            format!(
-                "header `x-pgw-call-deadline-s` must be a finite number of seconds > 0, got `{raw}`"
-            ),
-        )),
-    }
-}
+use crate::pipeline::{CallEvent, ChatRequest};
 
 fn set(resp: &mut Response, name: &'static str, value: impl ToString) {
     if let Ok(v) = HeaderValue::try_from(value.to_string()) {
@@ -80,46 +51,24 @@ pub(crate) async fn chat_completions(
         Err(e) => return error_response(&e),
     };
     let extra = (|| -> Result<(), GatewayError> {
-        req.session_id = header_str(&headers, "x-pgw-session-id")?;
-        req.parent_call_id = header_str(&headers, "x-pgw-parent-call-id")?;
-        req.call_deadline = deadline_header(&headers)?;
-        if let Some(t) = headers.get("x-pgw-tenant-id") {
-            let t = t.to_str().map_err(|_| {
-                GatewayError::invalid(
-                    "x-pgw-tenant-id",
-                    "header `x-pgw-tenant-id` must be visible ASCII",
-                )
-            })?;
-            validate_tenant_id("x-pgw-tenant-id", t)?;
-            req.tenant_id = Some(t.to_string());
+        let o = call_options(&headers)?;
+        req.session_id = o.session_id;
+        req.parent_call_id = o.parent_call_id;
+        req.call_deadline = o.call_deadline;
+        if o.tenant_id.is_some() {
+            req.tenant_id = o.tenant_id;
         }
-        if let Some(m) = headers.get("x-pgw-meta") {
-            let parsed: Option<serde_json::Map<String, serde_json::Value>> =
-                m.to_str().ok().and_then(|s| serde_json::from_str(s).ok());
-            let Some(map) = parsed else {
-                return Err(GatewayError::invalid(
-                    "x-pgw-meta",
-                    "header `x-pgw-meta` must be a JSON object",
-                ));
-            };
-            validate_meta("x-pgw-meta", &map)?;
-            req.meta = Some(map);
+        if o.meta.is_some() {
+            req.meta = o.meta;
         }
-        if let Some(ns) = header_str(&headers, "x-pgw-cache-namespace")? {
-            req.cache_namespace = Some(ns);
+        if o.cache_namespace.is_some() {
+            req.cache_namespace = o.cache_namespace;
         }
-        if let Some(salt) = headers.get("x-pgw-cache-salt") {
-            // An empty salt is a real salt.
-            let salt = salt.to_str().map_err(|_| {
-                GatewayError::invalid(
-                    "x-pgw-cache-salt",
-                    "header `x-pgw-cache-salt` must be visible ASCII",
-                )
-            })?;
-            req.cache_salt = Some(salt.to_string());
+        if o.cache_salt.is_some() {
+            req.cache_salt = o.cache_salt;
         }
-        if let Some(mode) = header_str(&headers, "x-pgw-cache")? {
-            req.cache_mode = CacheMode::parse(&mode)?;
+        if headers.contains_key("x-pgw-cache") {
+            req.cache_mode = o.cache_mode;
         }
         req.structured_strategy = header_str(&headers, "x-pgw-structured-strategy")?;
         Ok(())

@@ -1,5 +1,6 @@
 //! `GET /v1/models` (the scope aliases; client auth like the chat endpoint) and `GET /healthz`
-//! (scopes, sources, plugins, telemetry; open, for load-balancer probes on the listen address).
+//! (scopes, sources, plugins, telemetry, and `ocr_health` `{scope: {source: healthy}}` from
+//! probes at most 5 s old; open, for load-balancer probes on the listen address).
 
 use std::net::SocketAddr;
 
@@ -30,5 +31,7 @@ pub(crate) async fn models(
 }
 
 pub(crate) async fn healthz(State(state): State<AppState>) -> Response {
-    axum::Json(state.gateway.health()).into_response()
+    let mut body = state.gateway.health();
+    body["ocr_health"] = json!(state.ocr_health.get(&state.gateway).await);
+    axum::Json(body).into_response()
 }

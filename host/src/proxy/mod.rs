@@ -3,10 +3,13 @@
 //! HTTP and the embedded API; every decision is made in the pipeline.
 
 mod auth;
+mod call_headers;
 mod chat;
+mod embeddings;
 mod errors;
 mod health;
 mod metrics;
+mod ocr;
 mod reload;
 mod sse;
 
@@ -29,6 +32,8 @@ pub(crate) struct AppState {
     pub gateway: Gateway,
     pub api_keys: Arc<Vec<String>>,
     pub max_body_bytes: usize,
+    /// The OCR health probes `/healthz` reports, cached for 5 s.
+    pub ocr_health: Arc<ocr::HealthCache>,
 }
 
 /// Why the server could not start.
@@ -51,10 +56,13 @@ pub fn router(gateway: Gateway) -> Router {
     let state = AppState {
         api_keys: Arc::new(p.api_keys.clone()),
         max_body_bytes: p.max_body_bytes,
+        ocr_health: Arc::new(ocr::HealthCache::default()),
         gateway: gateway.clone(),
     };
     Router::new()
         .route("/v1/chat/completions", post(chat::chat_completions))
+        .route("/v1/embeddings", post(embeddings::embeddings))
+        .merge(ocr::routes())
         .route("/v1/models", get(health::models))
         .route("/healthz", get(health::healthz))
         .route("/metrics", get(metrics::metrics))

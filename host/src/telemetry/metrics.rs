@@ -15,6 +15,7 @@
 //! | `pgw_breaker_state` (gauge: 0 closed, 1 half-open, 2 open) | scope, source |
 //! | `pgw_admission_waits_total`, `pgw_admission_wait_seconds_total` | scope, reason |
 //! | `pgw_cache_hits_total`, `pgw_cache_misses_total` | scope |
+//! | `pgw_ocr_boxes_dropped_total` (layout boxes the numeric defence dropped) | scope, source |
 //! | `pgw_telemetry_dropped_rows_total`, `pgw_telemetry_written_rows_total` | — |
 //! | `pgw_telemetry_degraded` (gauge: 1 degraded) | — |
 
@@ -102,6 +103,7 @@ pub struct Metrics {
     admission_wait_seconds: Family<ReasonLabels, FloatCounter>,
     cache_hits: Family<ScopeLabels, Counter>,
     cache_misses: Family<ScopeLabels, Counter>,
+    ocr_boxes_dropped: Family<SourceLabels, Counter>,
     telemetry_dropped: Counter,
     telemetry_written: Counter,
     telemetry_degraded: Gauge,
@@ -137,6 +139,7 @@ impl Metrics {
         let admission_wait_seconds = Family::<ReasonLabels, FloatCounter>::default();
         let cache_hits = Family::<ScopeLabels, Counter>::default();
         let cache_misses = Family::<ScopeLabels, Counter>::default();
+        let ocr_boxes_dropped = Family::<SourceLabels, Counter>::default();
         let telemetry_dropped = Counter::default();
         let telemetry_written = Counter::default();
         let telemetry_degraded = Gauge::default();
@@ -206,6 +209,11 @@ impl Metrics {
             cache_misses.clone(),
         );
         registry.register(
+            "ocr_boxes_dropped",
+            "OCR layout elements dropped for a non-finite, reversed or zero-area box",
+            ocr_boxes_dropped.clone(),
+        );
+        registry.register(
             "telemetry_dropped_rows",
             "Telemetry rows dropped (queue full, backend down, row refused)",
             telemetry_dropped.clone(),
@@ -235,6 +243,7 @@ impl Metrics {
             admission_wait_seconds,
             cache_hits,
             cache_misses,
+            ocr_boxes_dropped,
             telemetry_dropped,
             telemetry_written,
             telemetry_degraded,
@@ -329,6 +338,16 @@ impl Metrics {
         } else {
             self.cache_misses.get_or_create(&l).inc();
         }
+    }
+
+    /// `n` OCR layout elements from `source` of `scope` were dropped by the numeric defence.
+    pub fn ocr_boxes_dropped(&self, scope: &str, source: &str, n: u64) {
+        self.ocr_boxes_dropped
+            .get_or_create(&SourceLabels {
+                scope: scope.to_string(),
+                source: source.to_string(),
+            })
+            .inc_by(n);
     }
 
     /// A call of `scope` waited `waited` at admission for `reason` (`quota_exhausted`,

@@ -101,24 +101,81 @@ impl HttpClients {
             .body(body)
             .send()
             .await
-            .map_err(|e| {
-                if e.is_connect() {
-                    UpstreamError::Connect {
-                        url: url.to_string(),
-                        message: error_chain(&e),
-                    }
-                } else {
-                    UpstreamError::Request {
-                        url: url.to_string(),
-                        message: error_chain(&e),
-                    }
-                }
-            })?;
+            .map_err(|e| request_error(url, &e))?;
         Ok(UpstreamResponse {
             status: resp.status().as_u16(),
             headers: resp.headers().clone(),
             body: UpstreamBody(resp),
         })
+    }
+
+    /// `POST` a `multipart/form-data` upload (the client sets `content-type` with the
+    /// boundary) and wait for the response head.
+    pub async fn send_multipart(
+        &self,
+        trust_env: bool,
+        url: &str,
+        headers: reqwest::header::HeaderMap,
+        upload: MultipartUpload,
+    ) -> Result<UpstreamResponse, UpstreamError> {
+        let client = if trust_env {
+            &self.with_env_proxy
+        } else {
+            &self.direct
+        };
+        // With its length, the form has a Content-Length (no chunked upload).
+        let len = upload.bytes.len() as u64;
+        let file = reqwest::multipart::Part::stream_with_length(upload.bytes, len)
+            .file_name(upload.file_name)
+            .mime_str(&upload.content_type)
+            .map_err(|_| {
+                UpstreamError::Invalid(format!("bad content type `{}`", upload.content_type))
+            })?;
+        let mut form = reqwest::multipart::Form::new();
+        for (name, value) in upload.fields {
+            form = form.text(name, value);
+        }
+        form = form.part(upload.file_field, file);
+        let resp = client
+            .post(url)
+            .headers(headers)
+            .multipart(form)
+            .send()
+            .await
+            .map_err(|e| request_error(url, &e))?;
+        Ok(UpstreamResponse {
+            status: resp.status().as_u16(),
+            headers: resp.headers().clone(),
+            body: UpstreamBody(resp),
+        })
+    }
+}
+
+/// A `multipart/form-data` upload: text fields in order, then one file part.
+#[derive(Debug, Clone)]
+pub struct MultipartUpload {
+    /// The form field of the file part.
+    pub file_field: String,
+    /// The file name sent with the part.
+    pub file_name: String,
+    /// The part's media type, e.g. `image/png`.
+    pub content_type: String,
+    pub bytes: Bytes,
+    /// Text fields (name, value), sent before the file part.
+    pub fields: Vec<(String, String)>,
+}
+
+fn request_error(url: &str, e: &reqwest::Error) -> UpstreamError {
+    if e.is_connect() {
+        UpstreamError::Connect {
+            url: url.to_string(),
+            message: error_chain(e),
+        }
+    } else {
+        UpstreamError::Request {
+            url: url.to_string(),
+            message: error_chain(e),
+        }
     }
 }
 

@@ -9,7 +9,7 @@ mod retry_after;
 mod sse;
 mod watchdog;
 
-pub use client::{HttpClients, UpstreamBody, UpstreamError, UpstreamResponse};
+pub use client::{HttpClients, MultipartUpload, UpstreamBody, UpstreamError, UpstreamResponse};
 pub use retry_after::parse_retry_after;
 pub use sse::{SseEvent as FramedEvent, SseFramer};
 pub use watchdog::{LivenessTimeout, Watchdog};

@@ -20,6 +20,10 @@ impl Provider for DeepSeek {
         native_json_schema: false,
         thinking: ThinkingStyle::ReasoningField,
         prefill_continuation: true,
+        chat: true,
+        embedding: false,
+        ocr: false,
+        audio: false,
     };
     const PREFILL_FLAG: Option<&'static str> = Some("prefix");
 

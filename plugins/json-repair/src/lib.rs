@@ -42,6 +42,10 @@ mod tests {
             native_json_schema: native,
             thinking: ThinkingStyle::None,
             prefill_continuation: false,
+            chat: true,
+            embedding: false,
+            ocr: false,
+            audio: false,
         }
     }
 

@@ -56,6 +56,10 @@ mod tests {
             native_json_schema: native,
             thinking: ThinkingStyle::ReasoningField,
             prefill_continuation: false,
+            chat: true,
+            embedding: false,
+            ocr: false,
+            audio: false,
         }
     }
 

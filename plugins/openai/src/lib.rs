@@ -1,5 +1,6 @@
-//! The generic OpenAI-compatible provider component (`openai.wasm`): plain chat completions,
-//! no thinking switch, no prefill continuation. Everything is the SDK's default behaviour.
+//! The generic OpenAI-compatible provider component (`openai.wasm`): plain chat completions
+//! and embeddings (`POST /embeddings`), no thinking switch, no prefill continuation.
+//! Everything is the SDK's default behaviour.
 
 use polygateway_plugin_sdk::{Capabilities, Provider, ThinkingStyle};
 
@@ -14,6 +15,10 @@ impl Provider for OpenAi {
         native_json_schema: true,
         thinking: ThinkingStyle::None,
         prefill_continuation: false,
+        chat: true,
+        embedding: true,
+        ocr: false,
+        audio: false,
     };
 }
 

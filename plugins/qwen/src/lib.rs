@@ -24,6 +24,10 @@ impl Provider for Qwen {
         native_json_schema: true,
         thinking: ThinkingStyle::ReasoningField,
         prefill_continuation: true,
+        chat: true,
+        embedding: false,
+        ocr: false,
+        audio: false,
     };
     const PREFILL_FLAG: Option<&'static str> = Some("partial");
     const SPLIT_INLINE_THINK: bool = true;

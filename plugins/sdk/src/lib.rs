@@ -19,6 +19,10 @@
 //!         native_json_schema: true,
 //!         thinking: ThinkingStyle::None,
 //!         prefill_continuation: false,
+//!         chat: true,
+//!         embedding: false,
+//!         ocr: false,
+//!         audio: false,
 //!     };
 //! }
 //!
@@ -80,6 +84,7 @@
 pub mod bindings;
 mod choice;
 pub mod classify;
+mod embedding;
 mod fields;
 pub mod golden;
 mod provider;
@@ -94,12 +99,20 @@ mod think;
 
 pub use bindings::export_provider;
 pub use bindings::exports::polygateway::plugin::chat_provider::{Guest, GuestStreamParser};
+pub use bindings::exports::polygateway::plugin::embedding_provider::{
+    EmbeddingRequest, EmbeddingResponse, EmbeddingUsage, Guest as EmbeddingGuest,
+};
+pub use bindings::exports::polygateway::plugin::ocr_provider::{
+    ArchiveFetch, Bbox, Guest as OcrGuest, ImageInfo, LayoutDocument, LayoutElement, OcrOperation,
+    PageSize, UploadRequest,
+};
 pub use bindings::polygateway::plugin::types::{
     AuthScheme, BuildError, Capabilities, ChatRequest, ClassifiedError, Delta, ErrorClass,
     FinishReason, Header, HttpRequest, PluginInfo, SourceInfo, SseEvent, ThinkingStyle,
     ToolCallDelta, Usage,
 };
 pub use classify::{classify_error_object, classify_http_error};
+pub use embedding::{EMBEDDINGS_PATH, openai_embedding_request, parse_openai_embeddings};
 pub use fields::{finish_reason_from_str, usage_from_json};
 pub use provider::{Provider, ProviderStreamParser};
 pub use response::parse_chat_response;

@@ -6,9 +6,11 @@ use std::marker::PhantomData;
 
 use crate::request::{ChatBody, chat_completions_request, parse_messages, prefill_message};
 use crate::{
-    BuildError, CONTRACT_VERSION, Capabilities, ChatRequest, ChatStreamParser, ClassifiedError,
-    Delta, ErrorClass, Guest, GuestStreamParser, Header, HttpRequest, PluginInfo, SourceInfo,
-    SseEvent, classify_http_error, parse_chat_response,
+    ArchiveFetch, BuildError, CONTRACT_VERSION, Capabilities, ChatRequest, ChatStreamParser,
+    ClassifiedError, Delta, EmbeddingGuest, EmbeddingRequest, EmbeddingResponse, ErrorClass, Guest,
+    GuestStreamParser, Header, HttpRequest, ImageInfo, LayoutDocument, OcrGuest, OcrOperation,
+    PluginInfo, SourceInfo, SseEvent, UploadRequest, classify_http_error, openai_embedding_request,
+    parse_chat_response, parse_openai_embeddings,
 };
 
 /// An OpenAI-compatible provider. Every method has a default that speaks plain OpenAI chat
@@ -56,6 +58,10 @@ use crate::{
 ///         native_json_schema: false,
 ///         thinking: ThinkingStyle::None,
 ///         prefill_continuation: false,
+///         chat: true,
+///         embedding: false,
+///         ocr: false,
+///         audio: false,
 ///     };
 ///
 ///     fn add_body_fields(_: &ChatRequest, s: &SourceInfo, body: &mut ChatBody)
@@ -140,7 +146,8 @@ pub trait Provider: 'static {
     ///     const NAME: &'static str = "x";
     ///     const CAPABILITIES: Capabilities = Capabilities { streaming: true,
     ///         native_json_schema: true, thinking: ThinkingStyle::None,
-    ///         prefill_continuation: false };
+    ///         prefill_continuation: false, chat: true, embedding: false, ocr: false,
+    ///         audio: false };
     /// }
     /// assert!(matches!(NoPrefill::prefill("abc"), Err(BuildError::Unsupported(_))));
     /// ```
@@ -172,7 +179,8 @@ pub trait Provider: 'static {
     /// # impl Provider for Acme { const NAME: &'static str = "acme";
     /// #   const CAPABILITIES: Capabilities = Capabilities { streaming: true,
     /// #     native_json_schema: false, thinking: ThinkingStyle::None,
-    /// #     prefill_continuation: false }; }
+    /// #     prefill_continuation: false, chat: true, embedding: false, ocr: false,
+    /// #     audio: false }; }
     /// use polygateway_plugin_sdk::{BuildError, ChatRequest, SourceInfo};
     ///
     /// let source = SourceInfo { model: "m".into(), base_url: "https://x/v1".into(),
@@ -219,6 +227,86 @@ pub trait Provider: 'static {
         classify_http_error(status, headers, body)
     }
 
+    /// `build-embedding-request`: when `CAPABILITIES.embedding`,
+    /// [`crate::openai_embedding_request`] (OpenAI `POST /embeddings`); else `unsupported`.
+    ///
+    /// # Example
+    /// See [`crate::openai_embedding_request`].
+    fn build_embedding_request(
+        req: &EmbeddingRequest,
+        source: &SourceInfo,
+    ) -> Result<HttpRequest, BuildError> {
+        if !Self::CAPABILITIES.embedding {
+            return Err(BuildError::Unsupported(format!(
+                "provider `{}` does not serve embeddings",
+                Self::NAME
+            )));
+        }
+        openai_embedding_request(req, source)
+    }
+
+    /// `parse-embedding-response`: [`crate::parse_openai_embeddings`].
+    ///
+    /// # Example
+    /// See [`crate::parse_openai_embeddings`].
+    fn parse_embedding_response(body: &[u8]) -> Result<EmbeddingResponse, ClassifiedError> {
+        parse_openai_embeddings(body)
+    }
+
+    /// `build-ocr-request`: the default serves no OCR (`unsupported`); an OCR provider
+    /// (declaring `CAPABILITIES.ocr`) overrides this and the three `parse_*` OCR hooks.
+    ///
+    /// # Example
+    /// See the `monkeyocr` component (`plugins/monkeyocr`).
+    fn build_ocr_request(
+        op: OcrOperation,
+        image: &ImageInfo,
+        source: &SourceInfo,
+    ) -> Result<UploadRequest, BuildError> {
+        let _ = (image, source);
+        Err(BuildError::Unsupported(format!(
+            "provider `{}` does not serve OCR ({op:?})",
+            Self::NAME
+        )))
+    }
+
+    /// `parse-text-response`: the default is `result-invalid` (never called on a provider
+    /// whose `build_ocr_request` is unsupported).
+    ///
+    /// # Example
+    /// See the `monkeyocr` component.
+    fn parse_text_response(body: &[u8]) -> Result<String, ClassifiedError> {
+        let _ = body;
+        Err(no_ocr(Self::NAME))
+    }
+
+    /// `parse-layout-response`: the default is `result-invalid`.
+    ///
+    /// # Example
+    /// See the `monkeyocr` component.
+    fn parse_layout_response(body: &[u8]) -> Result<ArchiveFetch, ClassifiedError> {
+        let _ = body;
+        Err(no_ocr(Self::NAME))
+    }
+
+    /// `parse-layout-document`: the default is `result-invalid`.
+    ///
+    /// # Example
+    /// See the `monkeyocr` component.
+    fn parse_layout_document(member: &[u8]) -> Result<LayoutDocument, ClassifiedError> {
+        let _ = member;
+        Err(no_ocr(Self::NAME))
+    }
+
+    /// `health-request`: the OCR health probe; the default has none.
+    ///
+    /// # Example
+    /// See the `monkeyocr` component.
+    fn health_request(source: &SourceInfo) -> Option<HttpRequest> {
+        let _ = source;
+        None
+    }
+
     /// The stream parser for one attempt: a [`ChatStreamParser`] with
     /// [`Provider::SPLIT_INLINE_THINK`].
     ///
@@ -250,6 +338,54 @@ impl<P: Provider> Guest for P {
     }
 }
 
+impl<P: Provider> EmbeddingGuest for P {
+    fn build_embedding_request(
+        req: EmbeddingRequest,
+        source: SourceInfo,
+    ) -> Result<HttpRequest, BuildError> {
+        <P as Provider>::build_embedding_request(&req, &source)
+    }
+
+    fn parse_embedding_response(body: Vec<u8>) -> Result<EmbeddingResponse, ClassifiedError> {
+        <P as Provider>::parse_embedding_response(&body)
+    }
+}
+
+impl<P: Provider> OcrGuest for P {
+    fn build_ocr_request(
+        op: OcrOperation,
+        image: ImageInfo,
+        source: SourceInfo,
+    ) -> Result<UploadRequest, BuildError> {
+        <P as Provider>::build_ocr_request(op, &image, &source)
+    }
+
+    fn parse_text_response(body: Vec<u8>) -> Result<String, ClassifiedError> {
+        <P as Provider>::parse_text_response(&body)
+    }
+
+    fn parse_layout_response(body: Vec<u8>) -> Result<ArchiveFetch, ClassifiedError> {
+        <P as Provider>::parse_layout_response(&body)
+    }
+
+    fn parse_layout_document(member: Vec<u8>) -> Result<LayoutDocument, ClassifiedError> {
+        <P as Provider>::parse_layout_document(&member)
+    }
+
+    fn health_request(source: SourceInfo) -> Option<HttpRequest> {
+        <P as Provider>::health_request(&source)
+    }
+}
+
+fn no_ocr(name: &str) -> ClassifiedError {
+    ClassifiedError {
+        class: ErrorClass::ResultInvalid,
+        message: format!("provider `{name}` does not serve OCR"),
+        code: None,
+        retry_after_ms: None,
+    }
+}
+
 /// The `stream-parser` resource of a [`Provider`]: its [`Provider::stream_parser`] state
 /// behind a `RefCell` (the WIT methods take `&self`).
 ///
@@ -260,7 +396,8 @@ impl<P: Provider> Guest for P {
 /// # impl Provider for Acme { const NAME: &'static str = "acme";
 /// #   const CAPABILITIES: Capabilities = Capabilities { streaming: true,
 /// #     native_json_schema: false, thinking: ThinkingStyle::None,
-/// #     prefill_continuation: false }; }
+/// #     prefill_continuation: false, chat: true, embedding: false, ocr: false,
+/// #     audio: false }; }
 /// use polygateway_plugin_sdk::{Delta, GuestStreamParser, ProviderStreamParser, SourceInfo, SseEvent};
 ///
 /// let source = SourceInfo { model: "m".into(), base_url: "https://x/v1".into(),

@@ -16,6 +16,10 @@ impl Provider for Plain {
         native_json_schema: true,
         thinking: ThinkingStyle::None,
         prefill_continuation: false,
+        chat: true,
+        embedding: false,
+        ocr: false,
+        audio: false,
     };
 }
 
@@ -27,6 +31,10 @@ impl Provider for Prefixing {
         native_json_schema: false,
         thinking: ThinkingStyle::ReasoningField,
         prefill_continuation: true,
+        chat: true,
+        embedding: false,
+        ocr: false,
+        audio: false,
     };
     const PREFILL_FLAG: Option<&'static str> = Some("prefix");
     fn add_body_fields(
@@ -190,6 +198,10 @@ impl Provider for NoStream {
         native_json_schema: false,
         thinking: ThinkingStyle::None,
         prefill_continuation: false,
+        chat: true,
+        embedding: false,
+        ocr: false,
+        audio: false,
     };
 }
 

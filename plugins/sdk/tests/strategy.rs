@@ -57,6 +57,10 @@ fn the_trait_implements_the_exports() {
         native_json_schema: true,
         thinking: ThinkingStyle::None,
         prefill_continuation: false,
+        chat: true,
+        embedding: false,
+        ocr: false,
+        audio: false,
     };
     let p = <Echo as StrategyGuest>::prepare(target.clone(), caps);
     assert!(p.instructions.is_some());

@@ -145,6 +145,10 @@ fn shared_capabilities(scope: &ScopeRuntime) -> Capabilities {
             native_json_schema: false,
             thinking: crate::plugin::ThinkingStyle::None,
             prefill_continuation: false,
+            chat: true,
+            embedding: false,
+            ocr: false,
+            audio: false,
         },
     };
     caps.streaming = all(|c| c.streaming);

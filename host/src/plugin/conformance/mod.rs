@@ -25,6 +25,7 @@ mod provider;
 mod report;
 mod robustness;
 mod selector;
+mod services;
 mod strategy;
 mod streams;
 

@@ -17,12 +17,21 @@ use crate::plugin::{
 };
 
 /// Run the whole provider suite.
+/// The chat cases run only for a provider that declares `chat` (an OCR-only component has
+/// no chat requests to check); error classification and the embedding and OCR cases run
+/// for every provider.
 pub(super) fn run(c: &Arc<ProviderComponent>, opts: &CheckOptions, report: &mut Report) {
     describe(c, opts, report);
-    requests(c, opts, report);
+    let chat = c.info().capabilities.chat;
+    if chat {
+        requests(c, opts, report);
+    }
     errors(c, opts, report);
-    super::streams::run(c, opts, report);
-    super::robustness::run(c, opts, report);
+    if chat {
+        super::streams::run(c, opts, report);
+        super::robustness::run(c, opts, report);
+    }
+    super::services::run(c, opts, report);
 }
 
 /// Whether a case applies to this provider (capabilities, name, thinking style).
@@ -33,6 +42,9 @@ pub(super) fn applies(a: &Applies, info: &PluginInfo) -> bool {
             "streaming" => caps.streaming,
             "native-json-schema" => caps.native_json_schema,
             "prefill-continuation" => caps.prefill_continuation,
+            "chat" => caps.chat,
+            "embedding" => caps.embedding,
+            "ocr" => caps.ocr,
             _ => return false,
         };
         have == *want

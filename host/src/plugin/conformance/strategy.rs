@@ -63,6 +63,10 @@ fn capabilities(native_json_schema: bool) -> Capabilities {
         native_json_schema,
         thinking: ThinkingStyle::None,
         prefill_continuation: false,
+        chat: true,
+        embedding: false,
+        ocr: false,
+        audio: false,
     }
 }
 

@@ -1,0 +1,97 @@
+//! What happens after every attempt, chat or lean (reference §6.3, §7.3, §7.4): the permit
+//! settles (usage known, transport started, or failed per the S1–S8 matrix), the breaker
+//! records the verdict under the admitting epoch, the probe lease is settled, and the
+//! source's stats and pacer learn the outcome. One function, so the chat loop and the lean
+//! loop of embeddings and OCR can never drift apart.
+
+use std::time::Duration;
+
+use crate::governance::breaker::Outcome;
+use crate::governance::limiter::{FailureKind, Permit};
+use crate::plugin::ErrorClass;
+
+use super::admission::ProbeGuard;
+use super::attempt::UpstreamFailure;
+use super::gateway::ScopeRuntime;
+
+/// How an attempt ended, as far as governance cares.
+pub(crate) enum Settlement<'a> {
+    /// An answer: `Some(tokens)` settles the TPM pre-charge to the measured usage (0 for
+    /// OCR, reference design-call-deadline §6.3 S6); `None` keeps the pre-charge.
+    Answered(Option<u64>),
+    /// A classified upstream failure.
+    Failed(&'a UpstreamFailure),
+    /// No verdict on the source (plugin fault, unsupported, the caller went away): the
+    /// permit is released, the breaker and stats are untouched.
+    Unclassified,
+}
+
+/// The breaker outcome of a classified failure: 429 is rate limiting (not a failure),
+/// a rejected request or an invalid result says the service is healthy.
+pub(crate) fn outcome_of(u: &UpstreamFailure) -> Outcome {
+    match (u.class, u.status) {
+        (ErrorClass::Transient, Some(429)) => Outcome::RateLimited,
+        (ErrorClass::Transient, _) => Outcome::Failure,
+        (ErrorClass::SourceDead, _) => Outcome::SourceDead,
+        (ErrorClass::RequestRejected, _) => Outcome::Success,
+        (ErrorClass::ResultInvalid, _) => Outcome::ResultInvalid,
+    }
+}
+
+/// Settle the permit, report to the breaker, and update stats and pacer for one attempt on
+/// source `idx` admitted at breaker generation `epoch`. `latency` is the attempt's duration.
+/// Breaker bookkeeping failures degrade to a warning (§7.3).
+pub(crate) async fn settle_attempt(
+    scope: &ScopeRuntime,
+    idx: usize,
+    epoch: u64,
+    mut probe: ProbeGuard<'_>,
+    mut permit: Permit,
+    settlement: Settlement<'_>,
+    latency: Duration,
+) {
+    let verdict = match settlement {
+        Settlement::Answered(tokens) => {
+            match tokens {
+                Some(t) => permit.usage_known(t),
+                None => permit.transport_started(),
+            }
+            Some(Outcome::Success)
+        }
+        Settlement::Failed(u) => {
+            permit.failed(FailureKind::from(u.class));
+            Some(outcome_of(u))
+        }
+        Settlement::Unclassified => {
+            permit.failed(FailureKind::Unclassified);
+            None
+        }
+    };
+    permit.settle_now().await;
+    let Some(v) = verdict else {
+        return;
+    };
+    let name = &scope.sources[idx].settings.name;
+    let is_probe = probe.is_probe();
+    if let Err(e) = scope.breaker.record(name, v, epoch, is_probe).await {
+        tracing::warn!(source = %name, error = %e, "breaker bookkeeping failed");
+    }
+    probe.reported();
+    let latency_ms = latency.as_secs_f64() * 1000.0;
+    let stats = &scope.stats[idx];
+    match v {
+        Outcome::Success | Outcome::ResultInvalid => {
+            stats.observe(true, latency_ms);
+            scope.pacers[idx].on_success();
+        }
+        Outcome::Failure | Outcome::SourceDead => stats.observe(false, latency_ms),
+        Outcome::RateLimited => {
+            scope.pacers[idx].on_rate_limited(stats.in_flight() + 1);
+        }
+    }
+    if v == Outcome::SourceDead
+        && let Some(snap) = scope.breaker.snapshot(name)
+    {
+        stats.cool_until(scope.clock.now_ms() + snap.retry_after_ms);
+    }
+}

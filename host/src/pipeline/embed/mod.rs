@@ -1,0 +1,366 @@
+//! Embeddings under the same governance as chat (reference §13 Q3): `Gateway::embed` and
+//! `POST /v1/embeddings`. The inputs are deduplicated, answered from the response cache
+//! where possible (one entry per text), and the rest go upstream in batches of at most the
+//! admitted source's `MAX_BATCH`, one after another, each through the lean loop (its own
+//! admission, retries and failover). One deadline covers every batch; vectors come back in
+//! input order; usage is summed over batches, and a batch without usage makes the call's
+//! usage `unavailable` (cost NULL).
+
+mod batch;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use serde_json::{Value, json};
+
+use crate::error::GatewayError;
+use crate::telemetry::{UsageSource, cap_text};
+
+use super::gateway::Inner;
+use super::lean::call::{LeanCall, scope_of, with_deadline};
+use super::lean::{self, LeanState};
+use super::options::CallOptions;
+use super::request::CacheMode;
+
+pub(crate) use batch::summary;
+
+/// Each input text is stored in telemetry cut to this many characters (the reference's cap
+/// for embedding inputs, §7.8 issue 12); `PGW_TELEMETRY_TEXT_CAP` applies on top, the
+/// stricter one wins.
+const STORED_INPUT_CHARS: usize = 200;
+
+/// The inputs as telemetry stores them: one user message whose text parts are the inputs,
+/// each capped at [`STORED_INPUT_CHARS`].
+pub(crate) fn stored_inputs(texts: &[String]) -> [Value; 1] {
+    let parts: Vec<Value> = texts
+        .iter()
+        .map(|t| json!({"type": "text", "text": cap_text(t, Some(STORED_INPUT_CHARS))}))
+        .collect();
+    [json!({"role": "user", "content": parts})]
+}
+
+/// Cache lookups run this many at a time (a Redis round trip each).
+const LOOKUP_CONCURRENCY: usize = 64;
+
+/// An embeddings call.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EmbeddingRequest {
+    /// A scope alias, as for chat.
+    pub model: String,
+    /// The texts to embed, in order (OpenAI `input`: a string is one text). Each must be
+    /// non-empty.
+    pub input: Vec<String>,
+    /// OpenAI `dimensions`: the output dimension asked of the upstream (> 0); every vector
+    /// of the answer must have it.
+    pub dimensions: Option<u32>,
+    /// Tracing links, caller dimensions, deadline and cache controls.
+    pub options: CallOptions,
+}
+
+impl EmbeddingRequest {
+    /// A request for `input` in the scope aliased `model`, with no options.
+    pub fn new(model: impl Into<String>, input: Vec<String>) -> Self {
+        Self {
+            model: model.into(),
+            input,
+            dimensions: None,
+            options: CallOptions::default(),
+        }
+    }
+
+    /// Check the request: at least one input, no empty text, `dimensions` > 0.
+    ///
+    /// Errors: [`GatewayError::InvalidRequest`] naming `input`, `input[i]` or `dimensions`.
+    pub fn validate(&self) -> Result<(), GatewayError> {
+        if self.input.is_empty() {
+            return Err(GatewayError::invalid("input", "`input` must not be empty"));
+        }
+        if let Some(i) = self.input.iter().position(String::is_empty) {
+            return Err(GatewayError::invalid(
+                "input",
+                format!("`input[{i}]` is an empty string"),
+            ));
+        }
+        if self.dimensions == Some(0) {
+            return Err(GatewayError::invalid(
+                "dimensions",
+                "`dimensions` must be > 0",
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Token usage of an embeddings call (model tokens), summed over its upstream batches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct EmbeddingUsage {
+    pub prompt_tokens: u64,
+    pub total_tokens: u64,
+}
+
+/// The answer of an embeddings call.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct EmbeddingResponse {
+    /// The logical call id (the terminal telemetry row's id).
+    pub call_id: String,
+    pub scope: String,
+    /// One vector per input, in input order, all of one dimension.
+    pub vectors: Vec<Vec<f32>>,
+    /// Summed over the upstream batches; `None` when a batch reported no usage
+    /// (`usage_source` is then `unavailable`). Inputs answered from the cache count 0.
+    pub usage: Option<EmbeddingUsage>,
+    pub usage_source: UsageSource,
+    /// The configured model of the source of the last batch (`None` when every input came
+    /// from the cache).
+    pub model: Option<String>,
+    /// Upstream requests that answered (one per batch).
+    pub upstream_batches: u32,
+    /// Inputs answered from the response cache (repeats within the call count once).
+    pub cached_inputs: u32,
+    /// Attempts made, failed ones included.
+    pub attempts: u32,
+    /// Milliseconds from the call's start to its end.
+    pub latency_ms: u64,
+}
+
+/// Run one embeddings call: telemetry frame, deadline, cache, batches.
+pub(crate) async fn run_embed(
+    inner: Arc<Inner>,
+    req: EmbeddingRequest,
+) -> Result<EmbeddingResponse, GatewayError> {
+    req.validate()?;
+    let scope = scope_of(&inner, &req.model)?;
+    let call = LeanCall::new(
+        &inner,
+        scope,
+        req.options.clone(),
+        &stored_inputs(&req.input),
+    );
+    let mut guard = call.cancel_guard(inner.clone());
+    let mut st = LeanState::default();
+    let deadline = req.options.call_deadline.or(scope.settings.call_deadline);
+    let span = tracing::info_span!("embed", call_id = %call.call_id, scope = %call.scope);
+    let result = with_deadline(deadline, embed_inner(&inner, &call, &req, &mut st))
+        .instrument_in(span)
+        .await;
+    guard.row = None;
+    let (usage, usage_source, response) = match &result {
+        Ok(r) => (
+            r.usage
+                .map(|u| (u.prompt_tokens, u.total_tokens - u.prompt_tokens)),
+            r.usage_source,
+            Some(summary(r.vectors.len(), r.vectors.first().map(Vec::len))),
+        ),
+        Err(_) => (None, UsageSource::Unavailable, None),
+    };
+    inner
+        .recorder
+        .record(call.terminal_row(scope, &st, &result, usage, usage_source, response));
+    result
+}
+
+/// One cache lookup (`None` key: no lookup).
+async fn lookup(cache: &crate::cache::ResponseCache, key: Option<&str>) -> Option<Vec<f32>> {
+    match key {
+        Some(k) => cache.lookup_vector(k).await,
+        None => None,
+    }
+}
+
+/// Instrument a future with a span (keeps the call site short).
+trait InstrumentIn: std::future::Future + Sized {
+    fn instrument_in(self, span: tracing::Span) -> tracing::instrument::Instrumented<Self> {
+        tracing::Instrument::instrument(self, span)
+    }
+}
+impl<F: std::future::Future> InstrumentIn for F {}
+
+async fn embed_inner(
+    inner: &Inner,
+    call: &LeanCall,
+    req: &EmbeddingRequest,
+    st: &mut LeanState,
+) -> Result<EmbeddingResponse, GatewayError> {
+    let scope = scope_of(inner, &req.model)?;
+    // Each distinct text once; `slot[i]` is input i's distinct text.
+    let mut distinct: Vec<String> = Vec::new();
+    let mut index: HashMap<&str, usize> = HashMap::new();
+    let slot: Vec<usize> = req
+        .input
+        .iter()
+        .map(|t| {
+            *index.entry(t.as_str()).or_insert_with(|| {
+                distinct.push(t.clone());
+                distinct.len() - 1
+            })
+        })
+        .collect();
+    let mut vectors: Vec<Option<Vec<f32>>> = vec![None; distinct.len()];
+
+    let cache = inner.cache.as_ref().map(|c| &c.cache);
+    let opts = &req.options;
+    let keys: Vec<Option<String>> = match cache {
+        Some(c) if opts.cache_mode != CacheMode::Bypass => distinct
+            .iter()
+            .map(|t| {
+                c.embedding_key(
+                    &call.scope,
+                    t,
+                    req.dimensions,
+                    opts.cache_namespace.as_deref(),
+                    opts.cache_salt.as_deref(),
+                )
+            })
+            .collect(),
+        _ => vec![None; distinct.len()],
+    };
+    let mut cached_inputs = 0u32;
+    if let Some(c) = cache {
+        let mut found: Vec<Option<Vec<f32>>> = Vec::with_capacity(keys.len());
+        for chunk in keys.chunks(LOOKUP_CONCURRENCY) {
+            let lookups: Vec<_> = chunk.iter().map(|k| lookup(c, k.as_deref())).collect();
+            found.extend(futures_util::future::join_all(lookups).await);
+        }
+        for (i, v) in found.into_iter().enumerate() {
+            if let Some(v) = v {
+                vectors[i] = Some(v);
+                cached_inputs += 1;
+            }
+        }
+    }
+    // Cached vectors of another dimension than asked are not used (a stale entry).
+    let mut expected_dim = req.dimensions.map(|d| d as usize);
+    if expected_dim.is_none() {
+        expected_dim = vectors.iter().flatten().map(Vec::len).next();
+    }
+    if let Some(d) = expected_dim {
+        for v in vectors.iter_mut() {
+            if v.as_ref().is_some_and(|v| v.len() != d) {
+                *v = None;
+                cached_inputs -= 1;
+            }
+        }
+    }
+
+    let missing: Vec<usize> = (0..distinct.len())
+        .filter(|&i| vectors[i].is_none())
+        .collect();
+    let pending: Vec<String> = missing.iter().map(|&i| distinct[i].clone()).collect();
+    let mut usage = Some(EmbeddingUsage {
+        prompt_tokens: 0,
+        total_tokens: 0,
+    });
+    let mut upstream_batches = 0u32;
+    let mut model = None;
+    let mut done = 0usize;
+    let seed = scope.seed.fetch_add(1, Ordering::Relaxed);
+    while done < pending.len() {
+        let op = batch::BatchOp {
+            call,
+            pending: &pending[done..],
+            dimensions: req.dimensions,
+            expected_dim,
+        };
+        let answer = lean::run(inner, scope, &op, st, seed).await?;
+        let out = answer.output;
+        let source = &scope.sources[answer.source];
+        model = Some(source.settings.model.clone());
+        upstream_batches += 1;
+        usage = match (usage, out.usage) {
+            (Some(a), Some(b)) => Some(EmbeddingUsage {
+                prompt_tokens: a.prompt_tokens + b.prompt_tokens,
+                total_tokens: a.total_tokens + b.total_tokens,
+            }),
+            _ => None,
+        };
+        if expected_dim.is_none() {
+            expected_dim = out.vectors.first().map(Vec::len);
+        }
+        let taken = out.vectors.len();
+        for (k, v) in out.vectors.into_iter().enumerate() {
+            let d = missing[done + k];
+            if let (Some(c), Some(Some(key))) = (cache, keys.get(d))
+                && opts.cache_mode == CacheMode::Default
+            {
+                c.store_vector(&call.scope, key, &v).await;
+            }
+            vectors[d] = Some(v);
+        }
+        done += taken;
+    }
+    let mut out = Vec::with_capacity(req.input.len());
+    for &s in &slot {
+        match vectors.get(s).and_then(Option::as_ref) {
+            Some(v) => out.push(v.clone()),
+            None => {
+                return Err(GatewayError::Internal(format!(
+                    "embedding input {s} has no vector after every batch"
+                )));
+            }
+        }
+    }
+    Ok(EmbeddingResponse {
+        call_id: call.call_id.clone(),
+        scope: call.scope.clone(),
+        vectors: out,
+        usage,
+        usage_source: if usage.is_some() {
+            UsageSource::Measured
+        } else {
+            UsageSource::Unavailable
+        },
+        model,
+        upstream_batches,
+        cached_inputs,
+        attempts: st.attempts,
+        latency_ms: u64::try_from(call.started.elapsed().as_millis()).unwrap_or(u64::MAX),
+    })
+}
+
+impl super::Gateway {
+    /// Embed `req.input` under the scope's governance: cached texts are not sent again, the
+    /// rest go upstream in batches of at most each source's `MAX_BATCH`; vectors come back in
+    /// input order.
+    ///
+    /// Errors: 400 `invalid_request_error` (empty input, an empty text, `dimensions` 0),
+    /// 404 `model_not_found`, 422 `result_invalid` (a batch with the wrong number of vectors
+    /// or dimension — the breaker records a success: the service is up), 503
+    /// `scope_unavailable`, 504 `deadline_exceeded`, 502 `plugin_fault`.
+    pub async fn embed(&self, req: EmbeddingRequest) -> Result<EmbeddingResponse, GatewayError> {
+        run_embed(self.inner(), req).await
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stored_inputs_are_text_parts_capped_at_200_chars() {
+        let long = "é".repeat(250);
+        let [m] = stored_inputs(&["short".to_string(), long]);
+        assert_eq!(m["role"], "user");
+        assert_eq!(m["content"][0], json!({"type": "text", "text": "short"}));
+        let cut = m["content"][1]["text"].as_str().unwrap();
+        assert_eq!(cut, format!("{}…[50 chars cut]", "é".repeat(200)));
+    }
+
+    #[test]
+    fn requests_are_validated_naming_the_field() {
+        let mut r = EmbeddingRequest::new("emb", vec!["a".into(), String::new()]);
+        assert_eq!(
+            r.validate().unwrap_err().to_string(),
+            "`input[1]` is an empty string"
+        );
+        r.input = vec!["a".into()];
+        r.dimensions = Some(0);
+        match r.validate().unwrap_err() {
+            GatewayError::InvalidRequest { param, .. } => {
+                assert_eq!(param.as_deref(), Some("dimensions"))
+            }
+            e => panic!("{e:?}"),
+        }
+    }
+}

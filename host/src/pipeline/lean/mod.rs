@@ -1,0 +1,212 @@
+//! The lean governance loop of one-shot operations — an embedding batch, an OCR attempt
+//! (reference D9, §13 Q3): the same admission (selector → breaker → pacer → limiter), the
+//! same bookkeeping, back-off, stall budget and attempt rows as chat, and nothing chat-only:
+//! no streaming watchdog, no commit point, no continuation. An operation ([`LeanOp`]) says
+//! which sources can serve it, runs one attempt on a source, and writes that attempt's row.
+
+pub(crate) mod call;
+pub(crate) mod upstream;
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::time::Duration;
+
+use tracing::Instrument;
+
+use crate::error::{GatewayError, UnavailableReason};
+use crate::governance::stall::StallBudget;
+use crate::plugin::ErrorClass;
+use crate::telemetry::CallRow;
+
+use super::admission::{self, Admitted, CallAdmission};
+use super::attempt::AttemptFailure;
+use super::bookkeeping::{Settlement, settle_attempt};
+use super::gateway::{Inner, ScopeRuntime, SourceRuntime};
+use super::retry::back_off;
+
+/// One kind of one-shot operation run through the lean loop.
+pub(crate) trait LeanOp: Sync {
+    /// A successful attempt's answer.
+    type Output: Send;
+
+    /// Whether `source` can serve this operation (its provider's capabilities).
+    fn serves(&self, source: &SourceRuntime) -> bool;
+
+    /// One attempt on `source` (admitted; the loop settles it).
+    fn attempt(
+        &self,
+        inner: &Inner,
+        source: &SourceRuntime,
+    ) -> impl Future<Output = Result<Self::Output, AttemptFailure>> + Send;
+
+    /// Measured tokens of an answer, for the TPM settlement: `Some(0)` for OCR (zero is a
+    /// fact), `None` when the upstream reported no usage (the pre-charge stays).
+    fn settle_tokens(&self, output: &Self::Output) -> Option<u64>;
+
+    /// The telemetry row of one attempt (`attempt_id` is its row id).
+    fn attempt_row(
+        &self,
+        inner: &Inner,
+        attempt_id: &str,
+        source: &SourceRuntime,
+        outcome: &Result<Self::Output, AttemptFailure>,
+        latency: Duration,
+    ) -> CallRow;
+}
+
+/// What the loop knows of a call so far (for its terminal row).
+#[derive(Debug, Default, Clone)]
+pub(crate) struct LeanState {
+    /// Attempts made (all runs of the loop in this call).
+    pub attempts: u32,
+    /// The source of the last attempt.
+    pub last_source: Option<usize>,
+    /// The last attempt's latency in ms.
+    pub last_attempt_ms: Option<u64>,
+}
+
+/// A successful run: the answer and the index of the source that gave it.
+pub(crate) struct LeanAnswer<T> {
+    pub output: T,
+    pub source: usize,
+}
+
+/// Run `op` to an answer or a final error: admit a source, attempt, settle, and on failure
+/// retry (transient, with back-off; 429s spend the stall budget instead of attempts), switch
+/// at once (source dead, unsupported) or stop (request rejected, result invalid, plugin
+/// fault). `seed` feeds the selector.
+pub(crate) async fn run<O: LeanOp>(
+    inner: &Inner,
+    scope: &ScopeRuntime,
+    op: &O,
+    st: &mut LeanState,
+    seed: u64,
+) -> Result<LeanAnswer<O::Output>, GatewayError> {
+    let retry = scope.settings.retry;
+    let n = scope.sources.len();
+    let mut call = CallAdmission {
+        excluded: vec![false; n],
+        stall: StallBudget::new(scope.settings.governance.stall_window),
+        per_source: BTreeMap::new(),
+        last_message: String::from("no attempt was made"),
+        waits: Vec::new(),
+    };
+    let mut counted: u32 = 0;
+    let mut backoffs: u32 = 0;
+    let mut last_retry_after: Option<Duration> = None;
+    loop {
+        if counted >= retry.max_attempts {
+            return Err(GatewayError::ScopeUnavailable {
+                scope: scope.settings.name.to_string(),
+                reason: UnavailableReason::RetryExhausted,
+                retry_after_s: last_retry_after.map(|d| d.as_secs_f64()).unwrap_or(0.0),
+                per_source_reasons: call.per_source,
+                message: format!(
+                    "{counted} attempts failed; last error: {}",
+                    call.last_message
+                ),
+            });
+        }
+        let serves = |i: usize| op.serves(&scope.sources[i]);
+        let admitted = admission::admit(scope, &mut call, st.last_source, seed, &serves).await;
+        for (reason, waited) in call.waits.drain(..) {
+            inner
+                .recorder
+                .metrics()
+                .admission_wait(&scope.settings.name, reason.as_str(), waited);
+        }
+        let Admitted {
+            idx,
+            epoch,
+            probe,
+            mut permit,
+            _in_flight,
+        } = admitted?;
+        let source = &scope.sources[idx];
+        st.last_source = Some(idx);
+        st.attempts += 1;
+        let attempt_id = uuid::Uuid::now_v7().to_string();
+        permit.transport_started();
+        let span = tracing::info_span!("attempt", attempt_id = %attempt_id, source = %source.settings.name);
+        let started = tokio::time::Instant::now();
+        let outcome = op.attempt(inner, source).instrument(span).await;
+        let latency = started.elapsed();
+        drop(_in_flight);
+        st.last_attempt_ms = Some(u64::try_from(latency.as_millis()).unwrap_or(u64::MAX));
+        inner
+            .recorder
+            .record(op.attempt_row(inner, &attempt_id, source, &outcome, latency));
+        let settlement = match &outcome {
+            Ok(out) => Settlement::Answered(op.settle_tokens(out)),
+            Err(AttemptFailure::Upstream(u)) => Settlement::Failed(u),
+            Err(_) => Settlement::Unclassified,
+        };
+        settle_attempt(scope, idx, epoch, probe, permit, settlement, latency).await;
+        let name = source.settings.name.to_string();
+        let up = match outcome {
+            Ok(output) => {
+                scope.progress.mark(scope.clock.now_ms());
+                return Ok(LeanAnswer {
+                    output,
+                    source: idx,
+                });
+            }
+            Err(AttemptFailure::SinkClosed) => {
+                return Err(GatewayError::Internal("the client went away".into()));
+            }
+            Err(AttemptFailure::Plugin(e)) => {
+                return Err(GatewayError::PluginFault {
+                    plugin: source.component.info().name.clone(),
+                    message: e.to_string(),
+                });
+            }
+            Err(AttemptFailure::BuildInvalid(m)) => {
+                return Err(GatewayError::InvalidRequest {
+                    param: None,
+                    message: format!("{name}: {m}"),
+                });
+            }
+            Err(AttemptFailure::Unsupported(m)) => {
+                call.per_source.insert(name, "unsupported".into());
+                call.last_message = m;
+                call.excluded[idx] = true;
+                continue;
+            }
+            Err(AttemptFailure::Upstream(u)) => u,
+        };
+        call.per_source.insert(name.clone(), up.short.to_string());
+        call.last_message = format!("{name}: {}", up.message);
+        if !(up.class == ErrorClass::Transient && up.status == Some(429)) {
+            counted += 1;
+        }
+        match up.class {
+            ErrorClass::RequestRejected => {
+                return Err(GatewayError::UpstreamRejected {
+                    source_name: name,
+                    status: up.status.unwrap_or(400),
+                    message: up.message,
+                    code: up.code,
+                });
+            }
+            ErrorClass::ResultInvalid => {
+                return Err(GatewayError::ResultInvalid {
+                    source_name: name,
+                    message: up.message,
+                    structured: None,
+                });
+            }
+            ErrorClass::SourceDead => {
+                call.excluded[idx] = true;
+                tracing::warn!(source = %name, scope = %scope.settings.name, "source dead: {}", up.message);
+            }
+            ErrorClass::Transient => {
+                last_retry_after = up.retry_after;
+                if counted >= retry.max_attempts {
+                    continue;
+                }
+                back_off(scope, &mut call, &up, backoffs, latency).await?;
+                backoffs += 1;
+            }
+        }
+    }
+}

@@ -1,0 +1,216 @@
+//! HTTP for lean attempts: turn a plugin's request description into headers (with the
+//! credential the host attaches), send it under the source's total timeout, read a 2xx body
+//! with a cap, and classify a non-2xx answer through the provider's `classify-error` plus the
+//! `Retry-After` header (RFC 9110, both forms; the larger of header and plugin hint wins).
+
+use std::time::Duration;
+
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
+use tokio::time::Instant;
+
+use crate::plugin::{
+    AuthScheme, ClassifiedError, ErrorClass, Header, PluginError, ProviderInstance,
+};
+use crate::transport::{UpstreamError, UpstreamResponse, parse_retry_after};
+
+use super::super::attempt::{AttemptFailure, UpstreamFailure};
+use super::super::gateway::SourceRuntime;
+
+/// Most bytes of an error body kept for classification.
+pub(crate) const ERROR_BODY_CAP: usize = 64 * 1024;
+
+/// A transient failure with a short per-source reason.
+pub(crate) fn transient(message: impl Into<String>, short: &'static str) -> AttemptFailure {
+    AttemptFailure::Upstream(UpstreamFailure {
+        class: ErrorClass::Transient,
+        message: message.into(),
+        code: None,
+        status: None,
+        retry_after: None,
+        short,
+    })
+}
+
+/// A plugin fault in `function` (a request description the host cannot send).
+pub(crate) fn fault(
+    source: &SourceRuntime,
+    function: &'static str,
+    message: String,
+) -> AttemptFailure {
+    AttemptFailure::Plugin(PluginError::Fault {
+        plugin: source.component.info().name.clone(),
+        function,
+        message,
+    })
+}
+
+/// A classified error a plugin returned for a 2xx body (or the host found in one).
+pub(crate) fn classified(c: ClassifiedError) -> AttemptFailure {
+    let short = match c.class {
+        ErrorClass::SourceDead => "source_dead",
+        ErrorClass::RequestRejected => "rejected",
+        ErrorClass::ResultInvalid => "result_invalid",
+        ErrorClass::Transient => "bad_response",
+    };
+    AttemptFailure::Upstream(UpstreamFailure {
+        class: c.class,
+        message: c.message,
+        code: c.code,
+        status: None,
+        retry_after: c.retry_after_ms.map(Duration::from_millis),
+        short,
+    })
+}
+
+/// A `result-invalid` failure found by the host (wrong vector count, bad archive, …).
+pub(crate) fn result_invalid(message: impl Into<String>) -> AttemptFailure {
+    classified(ClassifiedError {
+        class: ErrorClass::ResultInvalid,
+        message: message.into(),
+        code: None,
+        retry_after_ms: None,
+    })
+}
+
+/// The plugin's headers plus the source's credential per `auth`. A header the host cannot
+/// send is a fault of the plugin's `function`.
+pub(crate) fn request_headers(
+    source: &SourceRuntime,
+    function: &'static str,
+    headers: &[Header],
+    auth: &AuthScheme,
+) -> Result<HeaderMap, AttemptFailure> {
+    let mut map = HeaderMap::with_capacity(headers.len() + 1);
+    for h in headers {
+        match (
+            HeaderName::try_from(h.name.as_str()),
+            HeaderValue::try_from(h.value.as_str()),
+        ) {
+            (Ok(n), Ok(v)) => {
+                map.insert(n, v);
+            }
+            _ => {
+                return Err(fault(
+                    source,
+                    function,
+                    format!("invalid header `{}`", h.name),
+                ));
+            }
+        }
+    }
+    match source.auth_header(auth) {
+        Ok(Some((n, v))) => {
+            map.insert(n, v);
+        }
+        Ok(None) => {}
+        Err(m) => return Err(fault(source, function, m)),
+    }
+    Ok(map)
+}
+
+/// The URL of a plugin path (must start with `/`) on the source.
+pub(crate) fn url_of(
+    source: &SourceRuntime,
+    function: &'static str,
+    path: &str,
+) -> Result<String, AttemptFailure> {
+    if !path.starts_with('/') {
+        return Err(fault(
+            source,
+            function,
+            format!("path `{path}` does not start with `/`"),
+        ));
+    }
+    Ok(format!("{}{}", source.base_url, path))
+}
+
+/// Map a send result (already bounded by a timeout) to a response or an attempt failure.
+pub(crate) fn sent(
+    source: &SourceRuntime,
+    function: &'static str,
+    result: Result<Result<UpstreamResponse, UpstreamError>, tokio::time::error::Elapsed>,
+) -> Result<UpstreamResponse, AttemptFailure> {
+    match result {
+        Err(_) => Err(transient(
+            format!("total timeout from {}", source.settings.name),
+            "timeout",
+        )),
+        Ok(Err(UpstreamError::Invalid(m))) => Err(fault(source, function, m)),
+        Ok(Err(e)) => Err(transient(e.to_string(), "network_error")),
+        Ok(Ok(r)) => Ok(r),
+    }
+}
+
+/// Read a 2xx body of at most `cap` bytes before `deadline`.
+pub(crate) async fn read_body(
+    source: &SourceRuntime,
+    resp: &mut UpstreamResponse,
+    cap: usize,
+    deadline: Instant,
+) -> Result<Vec<u8>, AttemptFailure> {
+    match tokio::time::timeout_at(deadline, resp.body.read_capped(cap)).await {
+        Err(_) => Err(transient(
+            format!("total timeout from {}", source.settings.name),
+            "timeout",
+        )),
+        Ok(Err(e)) => Err(transient(e.to_string(), "network_error")),
+        Ok(Ok(b)) => Ok(b),
+    }
+}
+
+/// Classify a non-2xx answer: the provider's `classify-error` on the status, headers and
+/// (capped) body, the retry hint from `Retry-After` and the plugin, and a short reason.
+pub(crate) async fn classify_status(
+    source: &SourceRuntime,
+    instance: &mut ProviderInstance,
+    mut resp: UpstreamResponse,
+    deadline: Instant,
+) -> AttemptFailure {
+    let body = match tokio::time::timeout_at(deadline, resp.body.read_capped(ERROR_BODY_CAP)).await
+    {
+        Ok(Ok(b)) => b,
+        // The status alone still classifies the failure.
+        _ => Vec::new(),
+    };
+    let headers: Vec<Header> = resp
+        .headers
+        .iter()
+        .filter_map(|(n, v)| {
+            v.to_str().ok().map(|v| Header {
+                name: n.as_str().to_string(),
+                value: v.to_string(),
+            })
+        })
+        .collect();
+    let c = match instance.classify_error(resp.status, &headers, &body) {
+        Ok(c) => c,
+        Err(e) => return AttemptFailure::Plugin(e),
+    };
+    let header_hint = resp
+        .headers
+        .get(reqwest::header::RETRY_AFTER)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| parse_retry_after(v, std::time::SystemTime::now(), &source.settings.name));
+    let plugin_hint = c.retry_after_ms.map(Duration::from_millis);
+    let retry_after = match (header_hint, plugin_hint) {
+        (Some(a), Some(b)) => Some(a.max(b)),
+        (a, b) => a.or(b),
+    };
+    let short = match (c.class, resp.status) {
+        (ErrorClass::SourceDead, _) => "source_dead",
+        (_, 429) => "rate_limited",
+        (_, 408) | (_, 504) => "timeout",
+        (_, s) if s >= 500 => "server_error",
+        (ErrorClass::RequestRejected, _) => "rejected",
+        (ErrorClass::ResultInvalid, _) => "result_invalid",
+        _ => "http_error",
+    };
+    AttemptFailure::Upstream(UpstreamFailure {
+        class: c.class,
+        message: c.message,
+        code: c.code,
+        status: Some(resp.status),
+        retry_after,
+        short,
+    })
+}

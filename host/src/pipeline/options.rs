@@ -1,0 +1,31 @@
+//! Per-call options shared by embeddings and OCR calls (chat keeps them on `ChatRequest`):
+//! tracing links, caller dimensions, the call deadline and the cache controls — the
+//! `x-pgw-*` request headers of the proxy (DESIGN §6).
+
+use std::time::Duration;
+
+use serde_json::{Map, Value};
+
+use super::request::CacheMode;
+
+/// Options of one embeddings or OCR call. All optional; `Default` is "none of them".
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct CallOptions {
+    /// `x-pgw-session-id`.
+    pub session_id: Option<String>,
+    /// `x-pgw-parent-call-id`.
+    pub parent_call_id: Option<String>,
+    /// `x-pgw-call-deadline-s`: one hard boundary around the whole call (all batches, all
+    /// attempts, all back-off); overrides `{SCOPE}__CALL_DEADLINE_S`.
+    pub call_deadline: Option<Duration>,
+    /// `x-pgw-tenant-id` (validated like chat's, reference §5.2).
+    pub tenant_id: Option<String>,
+    /// `x-pgw-meta`: a JSON object of caller dimensions.
+    pub meta: Option<Map<String, Value>>,
+    /// `x-pgw-cache-namespace` (embeddings only; OCR answers are not cached).
+    pub cache_namespace: Option<String>,
+    /// `x-pgw-cache-salt`; `Some("")` is a real salt.
+    pub cache_salt: Option<String>,
+    /// `x-pgw-cache`: `bypass` or `no-store`.
+    pub cache_mode: CacheMode,
+}

@@ -1,0 +1,27 @@
+"""Drive a PolyGateway proxy's /v1/embeddings with the official OpenAI Python SDK, unchanged.
+
+Usage: sdk_embeddings.py BASE_URL MODEL float|default TEXT...
+`default` lets the SDK pick the encoding (it asks for base64 and decodes it itself).
+Prints one JSON object: embeddings (lists of floats), usage, model.
+"""
+import json
+import sys
+
+from openai import OpenAI
+
+
+def main() -> None:
+    base_url, model, mode, texts = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
+    client = OpenAI(base_url=base_url + "/v1", api_key="unused", max_retries=0)
+    kwargs = {"encoding_format": "float"} if mode == "float" else {}
+    r = client.embeddings.create(model=model, input=texts, **kwargs)
+    print(json.dumps({
+        "embeddings": [list(map(float, d.embedding)) for d in r.data],
+        "indices": [d.index for d in r.data],
+        "usage": r.usage.model_dump() if r.usage is not None else None,
+        "model": r.model,
+    }))
+
+
+if __name__ == "__main__":
+    main()
