@@ -420,3 +420,31 @@ async fn the_embedded_api_embeds_in_order() {
         .unwrap_err();
     assert_eq!(err.kind(), "model_not_found");
 }
+
+#[tokio::test]
+async fn one_call_never_mixes_models_and_a_mixed_scope_is_not_cached() {
+    let m = mock().await;
+    let mut env = emb_source(&m, 1, "emb-model-a", 2);
+    let mut b = emb_source(&m, 2, "emb-model-b", 2);
+    b[1].1 = "other-embedding-model".into();
+    env.extend(b);
+    env.push(kv("PGW_CACHE_BACKEND", "memory"));
+    env.push(kv("EMB__CACHE__TTL_S", 60));
+    let gw = start(env).await;
+    // Round-robin would alternate sources per batch; the call stays on the first model.
+    let (status, _, body) = post(&gw, json!({"model": "emb", "input": texts("pin", 6)}), &[]).await;
+    assert_eq!(status, 200, "{body}");
+    let (a, b) = (
+        hits(&m, "emb-model-a").await.len(),
+        hits(&m, "emb-model-b").await.len(),
+    );
+    assert!(
+        (a, b) == (3, 0) || (a, b) == (0, 3),
+        "three batches on one model: {a} / {b}"
+    );
+    // Two models in the scope: vectors are not cached (they would be incomparable).
+    let (status, h, _) = post(&gw, json!({"model": "emb", "input": texts("pin", 6)}), &[]).await;
+    assert_eq!(status, 200);
+    assert_eq!(header(&h, "x-pgw-cached-inputs"), "0");
+    assert_eq!(header(&h, "x-pgw-upstream-batches"), "3");
+}

@@ -33,6 +33,17 @@ fn another_contract_version_is_refused_naming_both() {
 }
 
 #[test]
+fn a_chat_only_provider_of_the_older_draft_is_refused_with_a_rebuild_hint() {
+    let engine = PluginEngine::new(PluginLimits::default(), None).unwrap();
+    let bytes = component_exporting("polygateway:plugin/chat-provider@0.1.0");
+    let err = ProviderComponent::load(&engine, "old.wasm", &bytes).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "cannot load plugin old.wasm: it exports chat-provider@0.1.0 but not embedding-provider and ocr-provider: it was built with an older draft of the provider world; rebuild it with the current polygateway-plugin-sdk"
+    );
+}
+
+#[test]
 fn a_component_of_another_world_is_refused() {
     let engine = PluginEngine::new(PluginLimits::default(), None).unwrap();
     let bytes = component_exporting("acme:other/thing@1.0.0");

@@ -241,12 +241,14 @@ impl ResponseCache {
         }
     }
 
-    /// The key of one embedding input in `scope`: the canonical SHA-256 of the scope's
-    /// model fingerprint, the text, the requested `dimensions`, the namespace and the salt
-    /// (the same rules as a chat key, reference §7.5), or `None` for an unknown scope.
+    /// The key of one embedding input in `scope`: the canonical SHA-256 of `fingerprint`
+    /// (the [`model_fingerprint`] of the sources that embed it), the text, the requested
+    /// `dimensions`, the namespace and the salt (the same rules as a chat key, reference
+    /// §7.5), or `None` for an unknown scope.
     pub fn embedding_key(
         &self,
         scope: &str,
+        fingerprint: &serde_json::Value,
         text: &str,
         dimensions: Option<u32>,
         namespace: Option<&str>,
@@ -255,7 +257,7 @@ impl ResponseCache {
         let s = self.scopes.get(scope)?;
         let mut m = serde_json::Map::new();
         m.insert("kind".into(), "embedding".into());
-        m.insert("model".into(), s.fingerprint.clone());
+        m.insert("model".into(), fingerprint.clone());
         m.insert("input".into(), text.into());
         m.insert("namespace".into(), namespace.unwrap_or(&s.namespace).into());
         if let Some(salt) = salt {

@@ -72,6 +72,22 @@ impl ProviderComponent {
         component: &Component,
     ) -> Result<Arc<Self>, PluginError> {
         let version = engine.check_version(origin, component, "chat-provider")?;
+        // A provider built before the world gained embeddings and OCR exports only
+        // chat-provider: say so instead of failing to link with a type error.
+        let exports = engine.contract_exports(component);
+        let missing: Vec<&str> = ["embedding-provider", "ocr-provider"]
+            .into_iter()
+            .filter(|i| !exports.iter().any(|(e, v)| e == i && *v == version))
+            .collect();
+        if !missing.is_empty() {
+            return Err(PluginError::Load {
+                origin: origin.to_string(),
+                message: format!(
+                    "it exports chat-provider@{version} but not {}: it was built with an older draft of the provider world; rebuild it with the current polygateway-plugin-sdk",
+                    missing.join(" and ")
+                ),
+            });
+        }
         engine.check_imports(origin, component)?;
         let load_err = |message: String| PluginError::Load {
             origin: origin.to_string(),

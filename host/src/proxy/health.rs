@@ -32,6 +32,8 @@ pub(crate) async fn models(
 
 pub(crate) async fn healthz(State(state): State<AppState>) -> Response {
     let mut body = state.gateway.health();
-    body["ocr_health"] = json!(state.ocr_health.get(&state.gateway).await);
+    let (ocr, age_s) = state.ocr_health.get(&state.gateway).await;
+    body["ocr_health"] = json!(ocr);
+    body["ocr_health_age_s"] = json!(age_s);
     axum::Json(body).into_response()
 }

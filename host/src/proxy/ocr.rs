@@ -5,6 +5,7 @@
 //! 5-second cache of the OCR health probes that `/healthz` reports.
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
@@ -44,21 +45,47 @@ pub(crate) fn routes() -> Router<AppState> {
 /// The last OCR probe results and when they were taken.
 #[derive(Default)]
 pub(crate) struct HealthCache {
-    slot: tokio::sync::Mutex<Option<(Instant, OcrHealth)>>,
+    slot: std::sync::Mutex<Option<(Instant, OcrHealth)>>,
+    refreshing: std::sync::atomic::AtomicBool,
 }
 
 impl HealthCache {
-    /// The probe results, at most [`HEALTH_TTL`] old (concurrent callers share one probe).
-    pub(crate) async fn get(&self, gateway: &Gateway) -> OcrHealth {
-        let mut slot = self.slot.lock().await;
-        if let Some((at, h)) = slot.as_ref()
-            && at.elapsed() < HEALTH_TTL
-        {
-            return h.clone();
+    /// The probe results and their age in seconds. Only the very first call waits for the
+    /// probes (at most their 2 s timeout); afterwards `/healthz` never waits on an OCR
+    /// service: results older than [`HEALTH_TTL`] are served as they are while one
+    /// background task refreshes them.
+    pub(crate) async fn get(self: &Arc<Self>, gateway: &Gateway) -> (OcrHealth, f64) {
+        let last = self.slot.lock().ok().and_then(|s| s.clone());
+        match last {
+            None => {
+                let h = gateway.check_ocr_health().await;
+                self.put(h.clone());
+                (h, 0.0)
+            }
+            Some((at, h)) => {
+                if at.elapsed() >= HEALTH_TTL
+                    && !self
+                        .refreshing
+                        .swap(true, std::sync::atomic::Ordering::AcqRel)
+                {
+                    let me = self.clone();
+                    let gateway = gateway.clone();
+                    tokio::spawn(async move {
+                        let h = gateway.check_ocr_health().await;
+                        me.put(h);
+                        me.refreshing
+                            .store(false, std::sync::atomic::Ordering::Release);
+                    });
+                }
+                (h, at.elapsed().as_secs_f64())
+            }
         }
-        let h = gateway.check_ocr_health().await;
-        *slot = Some((Instant::now(), h.clone()));
-        h
+    }
+
+    fn put(&self, h: OcrHealth) {
+        if let Ok(mut slot) = self.slot.lock() {
+            *slot = Some((Instant::now(), h));
+        }
     }
 }
 

@@ -57,6 +57,23 @@ pub struct HttpClients {
     with_env_proxy: reqwest::Client,
 }
 
+/// Redirects are followed (at most 10) only within the origin of the request: a request
+/// may carry a source's credential in any header the plugin named, and the client strips
+/// only the standard ones on a cross-origin hop. A cross-origin redirect is answered as the
+/// 3xx it is.
+fn same_origin_redirects() -> reqwest::redirect::Policy {
+    reqwest::redirect::Policy::custom(|attempt| {
+        let first = attempt.previous().first().map(|u| u.origin());
+        if attempt.previous().len() >= 10 {
+            attempt.error("more than 10 redirects")
+        } else if first.is_some_and(|o| o != attempt.url().origin()) {
+            attempt.stop()
+        } else {
+            attempt.follow()
+        }
+    })
+}
+
 impl HttpClients {
     /// Build the clients.
     pub fn new() -> Result<Self, UpstreamError> {
@@ -66,6 +83,7 @@ impl HttpClients {
                 .pool_idle_timeout(Duration::from_secs(90))
                 .pool_max_idle_per_host(1024)
                 .connect_timeout(Duration::from_secs(10))
+                .redirect(same_origin_redirects())
                 .user_agent(concat!("polygateway/", env!("CARGO_PKG_VERSION")));
             if !trust_env {
                 b = b.no_proxy();

@@ -5,6 +5,7 @@
 
 use std::time::Duration;
 
+use crate::config::SourceSettings;
 use crate::plugin::{BuildError, EmbeddingRequest as PluginEmbeddingRequest, EmbeddingUsage};
 use crate::telemetry::{CallRow, UsageSource};
 
@@ -13,12 +14,9 @@ use super::super::gateway::{Inner, SourceRuntime};
 use super::super::lean::LeanOp;
 use super::super::lean::call::LeanCall;
 use super::super::lean::upstream::{
-    classified, classify_status, read_body, request_headers, result_invalid, sent, url_of,
+    body_cap, classified, classify_status, read_body, request_headers, result_invalid, sent, url_of,
 };
 use super::super::rows::attempt_error;
-
-/// Most bytes of an embeddings answer (1,000 vectors of 3,072 floats as JSON is ~60 MB).
-const BODY_CAP: usize = 256 * 1024 * 1024;
 
 /// The next batch of a call: `pending` are the texts still without a vector, in order.
 pub(crate) struct BatchOp<'a> {
@@ -28,6 +26,10 @@ pub(crate) struct BatchOp<'a> {
     pub dimensions: Option<u32>,
     /// The dimension every vector must have (the requested one, else the call's first).
     pub expected_dim: Option<usize>,
+    /// After the call's first batch: the `(MODEL, EXTRA_BODY)` that answered it. Later
+    /// batches go only to sources of the same model, so one answer never mixes vectors of
+    /// two models (they would be incomparable).
+    pub pin: Option<&'a SourceSettings>,
 }
 
 /// A batch's answer.
@@ -78,7 +80,7 @@ impl BatchOp<'_> {
         if !(200..300).contains(&resp.status) {
             return Err(classify_status(source, &mut instance, resp, deadline).await);
         }
-        let body = read_body(source, &mut resp, BODY_CAP, deadline).await?;
+        let body = read_body(source, &mut resp, body_cap(source), deadline).await?;
         let parsed = instance
             .parse_embedding_response(&body)?
             .map_err(classified)?;
@@ -112,9 +114,17 @@ impl BatchOp<'_> {
                 "a vector holds a non-finite value ({bad})"
             )));
         }
+        // A total below the prompt count is not a usage report we can trust.
+        let usage = parsed.usage.filter(|u| {
+            let ok = u.total_tokens >= u.prompt_tokens;
+            if !ok {
+                tracing::warn!(source = %source.settings.name, prompt = u.prompt_tokens, total = u.total_tokens, "embedding usage with total < prompt ignored");
+            }
+            ok
+        });
         Ok(BatchOutput {
             vectors: parsed.vectors,
-            usage: parsed.usage,
+            usage,
             model_reported: parsed.model,
         })
     }
@@ -125,6 +135,7 @@ impl LeanOp for BatchOp<'_> {
 
     fn serves(&self, source: &SourceRuntime) -> bool {
         source.component.info().capabilities.embedding
+            && self.pin.is_none_or(|p| same_model(p, &source.settings))
     }
 
     fn attempt(
@@ -172,6 +183,11 @@ impl LeanOp for BatchOp<'_> {
         }
         row
     }
+}
+
+/// Whether two sources produce comparable vectors: the same `MODEL` and `EXTRA_BODY`.
+pub(crate) fn same_model(a: &SourceSettings, b: &SourceSettings) -> bool {
+    a.model == b.model && a.extra_body == b.extra_body
 }
 
 /// What the `response` column says of embeddings (vectors are not stored).

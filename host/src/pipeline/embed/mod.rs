@@ -14,6 +14,8 @@ use std::sync::atomic::Ordering;
 
 use serde_json::{Value, json};
 
+use crate::cache::model_fingerprint;
+use crate::config::SourceSettings;
 use crate::error::GatewayError;
 use crate::telemetry::{UsageSource, cap_text};
 
@@ -40,7 +42,7 @@ pub(crate) fn stored_inputs(texts: &[String]) -> [Value; 1] {
     [json!({"role": "user", "content": parts})]
 }
 
-/// Cache lookups run this many at a time (a Redis round trip each).
+/// Cache lookups and stores run this many at a time (a Redis round trip each).
 const LOOKUP_CONCURRENCY: usize = 64;
 
 /// An embeddings call.
@@ -198,7 +200,26 @@ async fn embed_inner(
         .collect();
     let mut vectors: Vec<Option<Vec<f32>>> = vec![None; distinct.len()];
 
-    let cache = inner.cache.as_ref().map(|c| &c.cache);
+    // Vectors of different models are incomparable: the cache is used only when every
+    // embedding source of the scope runs one model (the usual case: accounts of one model).
+    let embedders: Vec<&SourceSettings> = scope
+        .sources
+        .iter()
+        .filter(|s| s.component.info().capabilities.embedding)
+        .map(|s| &s.settings)
+        .collect();
+    let one_model = embedders
+        .split_first()
+        .filter(|(first, rest)| rest.iter().all(|s| batch::same_model(first, s)))
+        .map(|(first, _)| model_fingerprint(std::slice::from_ref(*first)));
+    if one_model.is_none() && inner.cache.is_some() {
+        tracing::debug!(scope = %call.scope, "embedding sources differ in MODEL or EXTRA_BODY: cache not used");
+    }
+    let cache = inner
+        .cache
+        .as_ref()
+        .map(|c| &c.cache)
+        .filter(|_| one_model.is_some());
     let opts = &req.options;
     let keys: Vec<Option<String>> = match cache {
         Some(c) if opts.cache_mode != CacheMode::Bypass => distinct
@@ -206,6 +227,7 @@ async fn embed_inner(
             .map(|t| {
                 c.embedding_key(
                     &call.scope,
+                    one_model.as_ref()?,
                     t,
                     req.dimensions,
                     opts.cache_namespace.as_deref(),
@@ -254,6 +276,7 @@ async fn embed_inner(
     let mut upstream_batches = 0u32;
     let mut model = None;
     let mut done = 0usize;
+    let mut pin: Option<&SourceSettings> = None;
     let seed = scope.seed.fetch_add(1, Ordering::Relaxed);
     while done < pending.len() {
         let op = batch::BatchOp {
@@ -261,31 +284,50 @@ async fn embed_inner(
             pending: &pending[done..],
             dimensions: req.dimensions,
             expected_dim,
+            pin,
         };
         let answer = lean::run(inner, scope, &op, st, seed).await?;
         let out = answer.output;
         let source = &scope.sources[answer.source];
+        pin = Some(&source.settings);
         model = Some(source.settings.model.clone());
         upstream_batches += 1;
         usage = match (usage, out.usage) {
-            (Some(a), Some(b)) => Some(EmbeddingUsage {
-                prompt_tokens: a.prompt_tokens + b.prompt_tokens,
-                total_tokens: a.total_tokens + b.total_tokens,
-            }),
+            (Some(a), Some(b)) => a
+                .prompt_tokens
+                .checked_add(b.prompt_tokens)
+                .zip(a.total_tokens.checked_add(b.total_tokens))
+                .map(|(prompt_tokens, total_tokens)| EmbeddingUsage {
+                    prompt_tokens,
+                    total_tokens,
+                }),
             _ => None,
         };
         if expected_dim.is_none() {
             expected_dim = out.vectors.first().map(Vec::len);
         }
         let taken = out.vectors.len();
-        for (k, v) in out.vectors.into_iter().enumerate() {
-            let d = missing[done + k];
-            if let (Some(c), Some(Some(key))) = (cache, keys.get(d))
-                && opts.cache_mode == CacheMode::Default
-            {
-                c.store_vector(&call.scope, key, &v).await;
+        let store = cache.filter(|_| opts.cache_mode == CacheMode::Default);
+        if let Some(c) = store {
+            let batch_keys: Vec<(&str, &[f32])> = out
+                .vectors
+                .iter()
+                .enumerate()
+                .filter_map(|(k, v)| {
+                    let key = keys.get(missing[done + k])?.as_deref()?;
+                    Some((key, v.as_slice()))
+                })
+                .collect();
+            for chunk in batch_keys.chunks(LOOKUP_CONCURRENCY) {
+                let stores: Vec<_> = chunk
+                    .iter()
+                    .map(|(key, v)| c.store_vector(&call.scope, key, v))
+                    .collect();
+                futures_util::future::join_all(stores).await;
             }
-            vectors[d] = Some(v);
+        }
+        for (k, v) in out.vectors.into_iter().enumerate() {
+            vectors[missing[done + k]] = Some(v);
         }
         done += taken;
     }

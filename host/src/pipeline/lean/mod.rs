@@ -94,6 +94,8 @@ pub(crate) async fn run<O: LeanOp>(
     let mut counted: u32 = 0;
     let mut backoffs: u32 = 0;
     let mut last_retry_after: Option<Duration> = None;
+    // The source of this run's previous attempt: the selector treats it as a retry.
+    let mut previous: Option<usize> = None;
     loop {
         if counted >= retry.max_attempts {
             return Err(GatewayError::ScopeUnavailable {
@@ -108,7 +110,7 @@ pub(crate) async fn run<O: LeanOp>(
             });
         }
         let serves = |i: usize| op.serves(&scope.sources[i]);
-        let admitted = admission::admit(scope, &mut call, st.last_source, seed, &serves).await;
+        let admitted = admission::admit(scope, &mut call, previous, seed, &serves).await;
         for (reason, waited) in call.waits.drain(..) {
             inner
                 .recorder
@@ -124,6 +126,7 @@ pub(crate) async fn run<O: LeanOp>(
         } = admitted?;
         let source = &scope.sources[idx];
         st.last_source = Some(idx);
+        previous = Some(idx);
         st.attempts += 1;
         let attempt_id = uuid::Uuid::now_v7().to_string();
         permit.transport_started();

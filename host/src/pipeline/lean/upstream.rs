@@ -141,21 +141,41 @@ pub(crate) fn sent(
     }
 }
 
-/// Read a 2xx body of at most `cap` bytes before `deadline`.
+/// Read a 2xx body of at most `cap` bytes before `deadline`. A longer body is
+/// `result_invalid` (the service answered; the answer is too big to parse within the plugin's
+/// memory), never silently cut and then mistaken for malformed JSON.
 pub(crate) async fn read_body(
     source: &SourceRuntime,
     resp: &mut UpstreamResponse,
     cap: usize,
     deadline: Instant,
 ) -> Result<Vec<u8>, AttemptFailure> {
-    match tokio::time::timeout_at(deadline, resp.body.read_capped(cap)).await {
-        Err(_) => Err(transient(
-            format!("total timeout from {}", source.settings.name),
-            "timeout",
-        )),
-        Ok(Err(e)) => Err(transient(e.to_string(), "network_error")),
-        Ok(Ok(b)) => Ok(b),
+    let mut out = Vec::new();
+    loop {
+        let chunk = match tokio::time::timeout_at(deadline, resp.body.chunk()).await {
+            Err(_) => {
+                return Err(transient(
+                    format!("total timeout from {}", source.settings.name),
+                    "timeout",
+                ));
+            }
+            Ok(Err(e)) => return Err(transient(e.to_string(), "network_error")),
+            Ok(Ok(None)) => return Ok(out),
+            Ok(Ok(Some(c))) => c,
+        };
+        if out.len() + chunk.len() > cap {
+            return Err(result_invalid(format!(
+                "the answer exceeds {cap} bytes, the most a plugin parses within its memory cap"
+            )));
+        }
+        out.extend_from_slice(&chunk);
     }
+}
+
+/// The most bytes of a 2xx answer handed to a plugin: a quarter of its memory cap
+/// (`PGW_PLUGIN_MEMORY_MB`), since parsing JSON takes a few times the text's size.
+pub(crate) fn body_cap(source: &SourceRuntime) -> usize {
+    source.component.limits().memory_bytes / 4
 }
 
 /// Classify a non-2xx answer: the provider's `classify-error` on the status, headers and

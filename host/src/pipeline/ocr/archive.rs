@@ -9,34 +9,26 @@ use std::io::Read;
 use reqwest::header::HeaderMap;
 use tokio::time::Instant;
 
-use crate::plugin::{AuthScheme, ProviderInstance};
+use crate::plugin::AuthScheme;
 
 use super::super::attempt::AttemptFailure;
 use super::super::gateway::{Inner, SourceRuntime};
-use super::super::lean::upstream::{classify_status, fault, result_invalid, sent, transient};
+use super::super::lean::upstream::{fault, result_invalid, sent, transient};
 
 /// Largest archive downloaded (256 MiB); a larger one is `result_invalid`.
 pub(crate) const ARCHIVE_CAP: usize = 256 * 1024 * 1024;
 /// Largest decompressed member read from it (64 MiB); a larger one is `result_invalid`.
 pub(crate) const MEMBER_CAP: u64 = 64 * 1024 * 1024;
 
-/// `scheme://host[:port]` of an absolute `http(s)` URL, lower-cased; `None` otherwise.
+/// The origin (`scheme://host[:port]`, default port omitted) of an absolute `http(s)` URL,
+/// parsed by the same WHATWG rules as the HTTP client that will connect to it (so a URL
+/// such as `http://evil\@host/` names the host the client really reaches); `None` otherwise.
 fn origin(url: &str) -> Option<String> {
-    let (scheme, rest) = url.split_once("://")?;
-    let scheme = scheme.to_ascii_lowercase();
-    if scheme != "http" && scheme != "https" {
+    let parsed = reqwest::Url::parse(url).ok()?;
+    if !matches!(parsed.scheme(), "http" | "https") || parsed.host_str().is_none() {
         return None;
     }
-    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
-    // Userinfo never counts as part of the origin.
-    let host = authority.rsplit('@').next().unwrap_or_default();
-    if host.is_empty() {
-        return None;
-    }
-    let host = host.to_ascii_lowercase();
-    let default_port = if scheme == "http" { ":80" } else { ":443" };
-    let host = host.strip_suffix(default_port).unwrap_or(&host).to_string();
-    Some(format!("{scheme}://{host}"))
+    Some(parsed.origin().ascii_serialization())
 }
 
 /// The absolute URL of a plugin's `download_url`: an `http(s)` URL as is, a path starting
@@ -61,7 +53,6 @@ pub(crate) fn same_origin(base_url: &str, url: &str) -> bool {
 pub(crate) async fn download(
     inner: &Inner,
     source: &SourceRuntime,
-    instance: &mut ProviderInstance,
     url: &str,
     auth: &AuthScheme,
     deadline: Instant,
@@ -82,7 +73,15 @@ pub(crate) async fn download(
         .send(source.settings.trust_env, "GET", url, headers, Vec::new());
     let mut resp = sent(source, f, tokio::time::timeout_at(deadline, send).await)?;
     if !(200..300).contains(&resp.status) {
-        return Err(classify_status(source, instance, resp, deadline).await);
+        // The archive link came from the service itself: a missing or failing download is
+        // the service's problem (retry, maybe elsewhere), never a rejected client request.
+        return Err(transient(
+            format!(
+                "downloading the layout archive failed: HTTP {}",
+                resp.status
+            ),
+            "archive_download",
+        ));
     }
     let declared = resp
         .headers
@@ -175,10 +174,8 @@ pub(crate) async fn member_blocking(
     match tokio::task::spawn_blocking(move || member(archive, &suffix)).await {
         Ok(Ok(m)) => Ok(m),
         Ok(Err(e)) => Err(result_invalid(e.to_string())),
-        Err(e) => Err(transient(
-            format!("the unzip task failed: {e}"),
-            "unzip_failed",
-        )),
+        // A panic while inflating says the archive is bad, not the service.
+        Err(e) => Err(result_invalid(format!("the unzip task failed: {e}"))),
     }
 }
 
@@ -228,6 +225,9 @@ mod tests {
         assert!(!same_origin("http://h/sc", "https://h/a.zip"));
         assert!(!same_origin("http://h/sc", "http://h.evil/a.zip"));
         assert!(!same_origin("http://h/sc", "http://user@h.evil/a.zip"));
+        // The client reads `\` as the end of the host: the key must not go to `evil`.
+        assert!(!same_origin("http://h:9/sc", "http://evil\\@h:9/a.zip"));
+        assert!(!same_origin("http://h:9/sc", "http://evil.com\\@h:9/a.zip"));
     }
 
     #[test]

@@ -20,7 +20,7 @@ use super::super::gateway::{Inner, SourceRuntime};
 use super::super::lean::LeanOp;
 use super::super::lean::call::LeanCall;
 use super::super::lean::upstream::{
-    classified, classify_status, fault, read_body, request_headers, result_invalid, sent,
+    body_cap, classified, classify_status, fault, read_body, request_headers, result_invalid, sent,
     transient, url_of,
 };
 use super::super::rows::attempt_error;
@@ -86,7 +86,13 @@ async fn upload(
     if !(200..300).contains(&resp.status) {
         return Err(classify_status(source, &mut instance, resp, deadline).await);
     }
-    let body = read_body(source, &mut resp, ANSWER_CAP, deadline).await?;
+    let body = read_body(
+        source,
+        &mut resp,
+        ANSWER_CAP.min(body_cap(source)),
+        deadline,
+    )
+    .await?;
     Ok(Uploaded {
         instance,
         body,
@@ -202,7 +208,7 @@ impl LayoutOp {
                 fetch.url
             )));
         };
-        let bytes = archive::download(inner, source, &mut instance, &url, &auth, deadline).await?;
+        let bytes = archive::download(inner, source, &url, &auth, deadline).await?;
         let unzip = archive::member_blocking(bytes, fetch.member_suffix);
         let (name, member) = match tokio::time::timeout_at(deadline, unzip).await {
             Ok(m) => m?,
@@ -214,6 +220,13 @@ impl LayoutOp {
             }
         };
         tracing::debug!(member = %name, bytes = member.len(), "layout archive member");
+        let cap = body_cap(source);
+        if member.len() > cap {
+            return Err(result_invalid(format!(
+                "{name} has {} bytes, more than the {cap} a plugin parses within its memory cap (PGW_PLUGIN_MEMORY_MB / 4)",
+                member.len()
+            )));
+        }
         let doc = instance
             .parse_layout_document(&member)?
             .map_err(classified)?;
