@@ -72,6 +72,7 @@ impl ProviderComponent {
         component: &Component,
     ) -> Result<Arc<Self>, PluginError> {
         let version = engine.check_version(origin, component, "chat-provider")?;
+        engine.check_imports(origin, component)?;
         // A provider built before the world gained embeddings and OCR exports only
         // chat-provider: say so instead of failing to link with a type error.
         let exports = engine.contract_exports(component);
@@ -88,7 +89,6 @@ impl ProviderComponent {
                 ),
             });
         }
-        engine.check_imports(origin, component)?;
         let load_err = |message: String| PluginError::Load {
             origin: origin.to_string(),
             message,
