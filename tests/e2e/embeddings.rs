@@ -110,6 +110,8 @@ async fn batches_by_max_batch_and_caches_each_text() {
         json!("batch text number 999")
     );
     assert_eq!(header(&h, "x-pgw-upstream-batches"), "16");
+    assert_eq!(header(&h, "x-pgw-source"), "openai-1");
+    assert_eq!(header(&h, "x-pgw-cache-hit"), "false");
     assert_eq!(header(&h, "x-pgw-cached-inputs"), "0");
     // Mock usage: one token per word, 4 words per text.
     assert_eq!(
@@ -123,6 +125,8 @@ async fn batches_by_max_batch_and_caches_each_text() {
     assert_eq!(vectors_of(&again), want);
     assert_eq!(hits(&m, "emb-batch").await.len(), 16, "zero upstream calls");
     assert_eq!(header(&h, "x-pgw-cached-inputs"), "1000");
+    assert_eq!(header(&h, "x-pgw-cache-hit"), "true");
+    assert_eq!(header(&h, "x-pgw-source"), "", "no source answered");
     assert_eq!(
         again["usage"],
         json!({"prompt_tokens": 0, "total_tokens": 0})

@@ -183,6 +183,10 @@ pub(crate) async fn embeddings(
             set(&mut resp, "x-pgw-upstream-batches", r.upstream_batches);
             set(&mut resp, "x-pgw-cached-inputs", r.cached_inputs);
             set(&mut resp, "x-pgw-usage-source", r.usage_source.as_str());
+            set(&mut resp, "x-pgw-cache-hit", r.upstream_batches == 0);
+            if let Some(s) = &r.source_name {
+                set(&mut resp, "x-pgw-source", s);
+            }
             resp
         }
         Err(e) => error_response(&e),
@@ -243,6 +247,7 @@ mod tests {
             usage: None,
             usage_source: crate::UsageSource::Unavailable,
             model: None,
+            source_name: None,
             upstream_batches: 1,
             cached_inputs: 0,
             attempts: 1,

@@ -108,6 +108,8 @@ fn answer(body: Value, call_id: &str, source: &str, attempts: u32) -> Response {
     set(&mut resp, "x-pgw-call-id", call_id);
     set(&mut resp, "x-pgw-source", source);
     set(&mut resp, "x-pgw-attempts", attempts);
+    // OCR usage is measured: zero tokens is a fact, not unknown.
+    set(&mut resp, "x-pgw-usage-source", "measured");
     resp
 }
 

@@ -116,6 +116,8 @@ pub struct EmbeddingResponse {
     /// The configured model of the source of the last batch (`None` when every input came
     /// from the cache).
     pub model: Option<String>,
+    /// The source that answered the last batch (`None` when every input came from the cache).
+    pub source_name: Option<String>,
     /// Upstream requests that answered (one per batch).
     pub upstream_batches: u32,
     /// Inputs answered from the response cache (repeats within the call count once).
@@ -156,9 +158,15 @@ pub(crate) async fn run_embed(
         ),
         Err(_) => (None, UsageSource::Unavailable, None),
     };
-    inner
-        .recorder
-        .record(call.terminal_row(scope, &st, &result, usage, usage_source, response));
+    let mut row = call.terminal_row(scope, &st, &result, usage, usage_source, response);
+    if let Ok(r) = &result
+        && r.upstream_batches == 0
+    {
+        // Every input came from the response cache: a cache-hit row (cost 0), as for chat.
+        row.kind = crate::telemetry::RowKind::CacheHit;
+        row.cache_hit = true;
+    }
+    inner.recorder.record(row);
     result
 }
 
@@ -245,6 +253,12 @@ async fn embed_inner(
             found.extend(futures_util::future::join_all(lookups).await);
         }
         for (i, v) in found.into_iter().enumerate() {
+            if keys[i].is_some() {
+                inner
+                    .recorder
+                    .metrics()
+                    .cache_lookup(&call.scope, v.is_some());
+            }
             if let Some(v) = v {
                 vectors[i] = Some(v);
                 cached_inputs += 1;
@@ -275,6 +289,7 @@ async fn embed_inner(
     });
     let mut upstream_batches = 0u32;
     let mut model = None;
+    let mut source_name = None;
     let mut done = 0usize;
     let mut pin: Option<&SourceSettings> = None;
     let seed = scope.seed.fetch_add(1, Ordering::Relaxed);
@@ -291,6 +306,7 @@ async fn embed_inner(
         let source = &scope.sources[answer.source];
         pin = Some(&source.settings);
         model = Some(source.settings.model.clone());
+        source_name = Some(source.settings.name.to_string());
         upstream_batches += 1;
         usage = match (usage, out.usage) {
             (Some(a), Some(b)) => a
@@ -353,6 +369,7 @@ async fn embed_inner(
             UsageSource::Unavailable
         },
         model,
+        source_name,
         upstream_batches,
         cached_inputs,
         attempts: st.attempts,
