@@ -63,6 +63,16 @@ enum Command {
         /// Where to write the JSON report.
         #[arg(long, default_value = "bench.json")]
         out: PathBuf,
+        /// Run the memory soak instead of the table: this many seconds of back-to-back
+        /// streamed calls through the gateway (default configuration), RSS sampled meanwhile.
+        #[arg(long)]
+        soak_s: Option<f64>,
+        /// Streamed calls in flight during the soak.
+        #[arg(long, default_value_t = 200)]
+        soak_concurrency: usize,
+        /// Seconds between two RSS samples of the soak.
+        #[arg(long, default_value_t = 10.0)]
+        soak_sample_s: f64,
     },
     /// Telemetry helpers.
     Telemetry {
@@ -104,10 +114,20 @@ pub fn run() -> ExitCode {
             Command::Demo { prompt } => demo(prompt).await,
             Command::Plugin { command } => crate::plugin::cli::run(command),
             Command::Bench {
+                chunks,
+                out,
+                soak_s: Some(soak_s),
+                soak_concurrency,
+                soak_sample_s,
+                ..
+            } => soak(soak_s, soak_concurrency, soak_sample_s, chunks, out).await,
+            Command::Bench {
                 duration_s,
                 chunks,
                 concurrency,
                 out,
+                soak_s: None,
+                ..
             } => bench(duration_s, chunks, concurrency, out).await,
             Command::Telemetry {
                 command: TelemetryCommand::SchemaSql { backend },
@@ -189,6 +209,30 @@ async fn bench(duration_s: f64, chunks: usize, concurrency: usize, out: PathBuf)
         out,
     };
     match crate::bench::run(opts).await {
+        Ok(_) => ExitCode::SUCCESS,
+        Err(e) => fail(&e),
+    }
+}
+
+async fn soak(
+    soak_s: f64,
+    concurrency: usize,
+    sample_s: f64,
+    chunks: usize,
+    out: PathBuf,
+) -> ExitCode {
+    let positive = |x: f64| x.is_finite() && x > 0.0;
+    if !positive(soak_s) || !positive(sample_s) || concurrency == 0 {
+        return fail("--soak-s and --soak-sample-s must be > 0 and --soak-concurrency ≥ 1");
+    }
+    let opts = crate::bench::SoakOptions {
+        duration: std::time::Duration::from_secs_f64(soak_s),
+        concurrency,
+        sample_every: std::time::Duration::from_secs_f64(sample_s),
+        chunks,
+        out,
+    };
+    match crate::bench::run_soak(opts).await {
         Ok(_) => ExitCode::SUCCESS,
         Err(e) => fail(&e),
     }

@@ -1,6 +1,8 @@
 //! The load generator: `concurrency` workers send the same chat request for a fixed time and
 //! record each request's latency (and, for streams, time to first byte) in microseconds.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 /// Latency summary of one run, in microseconds.
@@ -27,6 +29,17 @@ fn pct(sorted: &[u64], q: f64) -> f64 {
 
 /// Run the load for `duration` against `url` (a chat-completions endpoint).
 pub async fn run(url: &str, stream: bool, concurrency: usize, duration: Duration) -> Stats {
+    run_counted(url, stream, concurrency, duration, None).await
+}
+
+/// Like [`run`], also adding each finished call to `done` as it ends (for progress reports).
+pub async fn run_counted(
+    url: &str,
+    stream: bool,
+    concurrency: usize,
+    duration: Duration,
+    done: Option<Arc<AtomicU64>>,
+) -> Stats {
     let client = match reqwest::Client::builder()
         .tcp_nodelay(true)
         .no_proxy()
@@ -49,6 +62,7 @@ pub async fn run(url: &str, stream: bool, concurrency: usize, duration: Duration
         let client = client.clone();
         let body = body.clone();
         let url = url.to_string();
+        let done = done.clone();
         tasks.push(tokio::spawn(async move {
             let mut lat = Vec::new();
             let mut ttfb = Vec::new();
@@ -84,6 +98,9 @@ pub async fn run(url: &str, stream: bool, concurrency: usize, duration: Duration
                     }
                 }
                 lat.push(t.elapsed().as_micros() as u64);
+                if let Some(d) = &done {
+                    d.fetch_add(1, Ordering::Relaxed);
+                }
                 if let Some(f) = first {
                     ttfb.push(f.as_micros() as u64);
                 }

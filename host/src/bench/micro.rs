@@ -1,7 +1,9 @@
 //! Plugin cost: the same provider logic (the guest SDK's OpenAI-compatible defaults) called
 //! as a wasm component through the host runtime, and compiled natively into this binary.
-//! Per request (`build-request`, instance checkout included, as the gateway does per attempt)
-//! and per SSE chunk (`stream-parser.parse` of one event).
+//! Per request (`build-request`, instance checkout included, as the gateway does per attempt),
+//! per SSE chunk (`stream-parser.parse` of one event), and per streamed attempt (checkout,
+//! `build-request`, the parser, every event of the benchmark upstream's answer parsed one by
+//! one, `finish`, the parser dropped): the plugin's whole share of one streamed call.
 
 use std::time::Instant;
 
@@ -12,6 +14,7 @@ use crate::plugin::{
     PluginChatRequest, PluginEngine, PluginLimits, ProviderComponent, SourceInfo, SseEvent,
     builtin_provider_bytes,
 };
+use crate::transport::SseFramer;
 
 /// The openai component's logic, natively (its whole source is this impl).
 struct NativeOpenAi;
@@ -37,12 +40,19 @@ pub struct Micro {
     pub request_native_ns: f64,
     pub chunk_wasm_ns: f64,
     pub chunk_native_ns: f64,
+    /// One whole streamed attempt of `attempt_events` SSE events, as wasm and natively.
+    pub attempt_wasm_ns: f64,
+    pub attempt_native_ns: f64,
+    /// SSE events of that attempt (the benchmark upstream's answer: role, chunks, finish,
+    /// usage, `[DONE]`).
+    pub attempt_events: usize,
 }
 
 const CHUNK: &str = r#"{"id":"chatcmpl-bench","object":"chat.completion.chunk","created":1700000000,"model":"bench-model","choices":[{"index":0,"delta":{"content":"tok1 "},"finish_reason":null}]}"#;
 
-/// Run `iters` iterations of each measurement.
-pub fn run(iters: u32) -> Result<Micro, String> {
+/// Run `iters` iterations of each measurement; the attempt measurement streams the benchmark
+/// upstream's answer of `chunks` chunks.
+pub fn run(iters: u32, chunks: usize) -> Result<Micro, String> {
     let engine = PluginEngine::new(PluginLimits::default(), None).map_err(|e| e.to_string())?;
     let component = ProviderComponent::load(
         &engine,
@@ -118,10 +128,65 @@ pub fn run(iters: u32) -> Result<Micro, String> {
         std::hint::black_box(d.map_err(|e| format!("{e:?}"))?);
     }
     let chunk_native_ns = per(t);
+
+    // The upstream's streamed answer, framed as the gateway frames it.
+    let mut framer = SseFramer::new();
+    let mut framed = Vec::new();
+    for frame in super::upstream::stream_frames(chunks) {
+        framer.push(&frame, &mut framed);
+    }
+    let events: Vec<SseEvent> = framed
+        .iter()
+        .map(|e| SseEvent {
+            event: e.event.clone(),
+            data: e.data.clone(),
+        })
+        .collect();
+    let nevents: Vec<sdk::SseEvent> = framed
+        .into_iter()
+        .map(|e| sdk::SseEvent {
+            event: e.event,
+            data: e.data,
+        })
+        .collect();
+    let attempt_iters = (iters / 20).max(1);
+    let per_attempt = |t: Instant| t.elapsed().as_nanos() as f64 / f64::from(attempt_iters);
+    let t = Instant::now();
+    for _ in 0..attempt_iters {
+        let mut inst = component.instance().map_err(|e| e.to_string())?;
+        let r = inst
+            .build_request(&preq, &info)
+            .map_err(|e| e.to_string())?;
+        std::hint::black_box(r.map_err(|e| format!("{e:?}"))?);
+        let mut parser = inst.into_stream_parser(&info).map_err(|e| e.to_string())?;
+        for e in &events {
+            let d = parser
+                .parse(std::slice::from_ref(e))
+                .map_err(|e| e.to_string())?;
+            std::hint::black_box(d.map_err(|e| format!("{e:?}"))?);
+        }
+        std::hint::black_box(parser.finish().map_err(|e| e.to_string())?);
+    }
+    let attempt_wasm_ns = per_attempt(t);
+    let t = Instant::now();
+    for _ in 0..attempt_iters {
+        let r = <NativeOpenAi as sdk::Provider>::build_request(&nreq, &ninfo);
+        std::hint::black_box(r.map_err(|e| format!("{e:?}"))?);
+        let mut parser = <NativeOpenAi as sdk::Provider>::stream_parser(&ninfo);
+        for e in &nevents {
+            let d = parser.parse(std::slice::from_ref(e));
+            std::hint::black_box(d.map_err(|e| format!("{e:?}"))?);
+        }
+        std::hint::black_box(parser.finish());
+    }
+    let attempt_native_ns = per_attempt(t);
     Ok(Micro {
         request_wasm_ns,
         request_native_ns,
         chunk_wasm_ns,
         chunk_native_ns,
+        attempt_wasm_ns,
+        attempt_native_ns,
+        attempt_events: events.len(),
     })
 }

@@ -8,6 +8,7 @@ mod load;
 mod micro;
 mod passthrough;
 mod process;
+mod soak;
 mod upstream;
 
 use std::io::Write;
@@ -15,6 +16,7 @@ use std::time::Duration;
 
 pub use load::Stats;
 pub use micro::Micro;
+pub use soak::{SoakOptions, SoakReport, run as run_soak};
 
 /// Benchmark parameters.
 #[derive(Debug, Clone)]
@@ -56,6 +58,71 @@ pub struct Report {
     pub gateway_peak_rss_mib: Option<f64>,
     pub gateway_off_peak_rss_mib: Option<f64>,
     pub micro: Option<Micro>,
+    pub derived: Derived,
+}
+
+/// Figures computed from the rows and the microbenchmark, checked against issue 8's targets.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct Derived {
+    /// Added p99 of the default gateway at concurrency 1, non-streamed, in µs (target ≤ 100).
+    pub added_p99_c1_us: Option<f64>,
+    /// Gateway (default config) throughput at the high concurrency relative to the
+    /// pass-through proxy, non-streamed and streamed (target ≥ 0.70).
+    pub high_conc_vs_passthrough_non_stream: Option<f64>,
+    pub high_conc_vs_passthrough_stream: Option<f64>,
+    /// Latency the gateway adds per chunk at concurrency 1: (added p50 streamed − added p50
+    /// non-streamed) / chunks, in µs (target ≤ 5).
+    pub added_per_chunk_c1_us: Option<f64>,
+    /// The same against the pass-through proxy instead of the direct path: what the gateway
+    /// adds per chunk beyond the floor, in µs.
+    pub added_per_chunk_vs_passthrough_c1_us: Option<f64>,
+    /// Gateway CPU per chunk at the high concurrency: (CPU per streamed call − CPU per
+    /// non-streamed call) / chunks, in µs.
+    pub cpu_per_chunk_us: Option<f64>,
+    /// The wasm provider path relative to the same logic compiled natively, end to end for
+    /// one streamed call at concurrency 1: gateway CPU per call divided by that CPU with the
+    /// plugin's measured wasm share replaced by its native cost (target ≤ 1.25).
+    pub wasm_vs_native_end_to_end: Option<f64>,
+}
+
+fn derive(rows: &[Row], chunks: usize, high: usize, micro: Option<&Micro>) -> Derived {
+    let find = |mode: &str, conc: usize, path: &str| {
+        rows.iter()
+            .find(|r| r.mode == mode && r.concurrency == conc && r.path == path)
+    };
+    let per_chunk = |a: Option<f64>, b: Option<f64>| {
+        a.zip(b)
+            .filter(|_| chunks > 0)
+            .map(|(s, n)| (s - n) / chunks as f64)
+    };
+    let gw = |mode: &str, conc: usize| find(mode, conc, "gateway");
+    let cpu_us = |mode: &str, conc: usize| {
+        gw(mode, conc)
+            .and_then(|r| r.cpu_s_per_1k)
+            .map(|c| c * 1000.0)
+    };
+    Derived {
+        added_p99_c1_us: gw("non-stream", 1).and_then(|r| r.added_p99_us),
+        high_conc_vs_passthrough_non_stream: gw("non-stream", high).and_then(|r| r.vs_passthrough),
+        high_conc_vs_passthrough_stream: gw("stream", high).and_then(|r| r.vs_passthrough),
+        added_per_chunk_c1_us: per_chunk(
+            gw("stream", 1).and_then(|r| r.added_p50_us),
+            gw("non-stream", 1).and_then(|r| r.added_p50_us),
+        ),
+        added_per_chunk_vs_passthrough_c1_us: per_chunk(
+            gw("stream", 1)
+                .zip(find("stream", 1, "passthrough"))
+                .map(|(g, p)| g.stats.p50_us - p.stats.p50_us),
+            gw("non-stream", 1)
+                .zip(find("non-stream", 1, "passthrough"))
+                .map(|(g, p)| g.stats.p50_us - p.stats.p50_us),
+        ),
+        cpu_per_chunk_us: per_chunk(cpu_us("stream", high), cpu_us("non-stream", high)),
+        wasm_vs_native_end_to_end: micro.zip(cpu_us("stream", 1)).and_then(|(m, cpu)| {
+            let native = cpu - m.attempt_wasm_ns / 1000.0 + m.attempt_native_ns / 1000.0;
+            (native > 0.0).then(|| cpu / native)
+        }),
+    }
 }
 
 fn machine() -> String {
@@ -82,11 +149,14 @@ fn gateway_env(upstream: &str, governance: bool) -> Vec<(String, String)> {
     ];
     if governance {
         // Default configuration: SQLite telemetry, memory limiter with every gate on (set
-        // high enough never to deny), breaker, health-aware selector.
+        // high enough never to deny), breaker, health-aware selector. EST_TOKENS is explicit:
+        // its default, TPM / 60 per attempt, would pre-charge a sixtieth of the quota per
+        // call in flight and deny the 61st concurrent call until the window moves on.
         env.extend([
             ("LLM__OPENAI__1__MAX_CONCURRENCY".into(), "100000".into()),
             ("LLM__OPENAI__1__RPM".into(), "1000000000".into()),
             ("LLM__OPENAI__1__TPM".into(), "1000000000000".into()),
+            ("LLM__OPENAI__1__EST_TOKENS".into(), "64".into()),
             ("LLM__GLOBAL__MAX_CONCURRENCY".into(), "100000".into()),
         ]);
     } else {
@@ -183,7 +253,7 @@ pub async fn run(opts: BenchOptions) -> Result<Report, String> {
             rows.push(row("gateway-off", &off, cpu_off));
         }
     }
-    let micro = match micro::run(20_000) {
+    let micro = match micro::run(20_000, opts.chunks) {
         Ok(m) => Some(m),
         Err(e) => {
             let _ = writeln!(out, "plugin microbenchmark failed: {e}");
@@ -196,6 +266,7 @@ pub async fn run(opts: BenchOptions) -> Result<Report, String> {
         chunks: opts.chunks,
         gateway_peak_rss_mib: gw_on.peak_rss_mib(),
         gateway_off_peak_rss_mib: gw_off.peak_rss_mib(),
+        derived: derive(&rows, opts.chunks, opts.concurrency, micro.as_ref()),
         rows,
         micro,
     };
@@ -259,5 +330,45 @@ fn print_table(out: &mut impl Write, r: &Report) {
             m.chunk_wasm_ns / 1000.0,
             m.chunk_native_ns / 1000.0
         );
+        let _ = writeln!(
+            out,
+            "plugin share of one streamed call ({} events, parsed one by one): wasm {:.1} µs vs native {:.1} µs",
+            m.attempt_events,
+            m.attempt_wasm_ns / 1000.0,
+            m.attempt_native_ns / 1000.0
+        );
     }
+    let d = &r.derived;
+    let f = |v: Option<f64>, unit: &str| {
+        v.map(|x| format!("{x:.2}{unit}"))
+            .unwrap_or_else(|| "–".into())
+    };
+    let pct = |v: Option<f64>| {
+        v.map(|x| format!("{:.0}%", x * 100.0))
+            .unwrap_or_else(|| "–".into())
+    };
+    let _ = writeln!(out, "\nissue 8 targets (gateway, default configuration):");
+    let _ = writeln!(
+        out,
+        "  added p99, non-stream, c=1: {} (target ≤ 100 µs)",
+        f(d.added_p99_c1_us, " µs")
+    );
+    let _ = writeln!(
+        out,
+        "  throughput vs pass-through at high concurrency: non-stream {}, stream {} (target ≥ 70%)",
+        pct(d.high_conc_vs_passthrough_non_stream),
+        pct(d.high_conc_vs_passthrough_stream)
+    );
+    let _ = writeln!(
+        out,
+        "  per-chunk overhead: added latency {} at c=1 ({} beyond the pass-through), CPU {} at high concurrency (target ≤ 5 µs)",
+        f(d.added_per_chunk_c1_us, " µs"),
+        f(d.added_per_chunk_vs_passthrough_c1_us, " µs"),
+        f(d.cpu_per_chunk_us, " µs")
+    );
+    let _ = writeln!(
+        out,
+        "  wasm provider path vs native, end to end (streamed call, c=1): {} (target ≤ 1.25×)",
+        f(d.wasm_vs_native_end_to_end, "×")
+    );
 }

@@ -1,5 +1,5 @@
 //! The gateway under test as a child `polygateway serve` process, and what `/proc` says about
-//! it: CPU seconds (utime + stime) and peak RSS.
+//! it: CPU seconds (utime + stime), current and peak RSS.
 
 use std::process::Stdio;
 use std::time::Duration;
@@ -75,10 +75,19 @@ impl GatewayChild {
 
     /// Peak resident set size in MiB (`VmHWM`).
     pub fn peak_rss_mib(&self) -> Option<f64> {
+        self.status_kib("VmHWM:").map(|kb| kb / 1024.0)
+    }
+
+    /// Current resident set size in MiB (`VmRSS`).
+    pub fn rss_mib(&self) -> Option<f64> {
+        self.status_kib("VmRSS:").map(|kb| kb / 1024.0)
+    }
+
+    /// A `kB` field of `/proc/<pid>/status`.
+    fn status_kib(&self, field: &str) -> Option<f64> {
         let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid)).ok()?;
-        let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
-        let kb: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
-        Some(kb / 1024.0)
+        let line = status.lines().find(|l| l.starts_with(field))?;
+        line.split_whitespace().nth(1)?.parse().ok()
     }
 
     /// Stop the process.

@@ -16,6 +16,12 @@ use hyper::{Request, Response};
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpListener;
 
+/// The SSE frames of the streamed answer with `chunks` content chunks (the plugin
+/// microbenchmark parses the same answer).
+pub(super) fn stream_frames(chunks: usize) -> Vec<Bytes> {
+    answers(chunks).chunks
+}
+
 /// Precomputed answers.
 struct Answers {
     whole: Bytes,

@@ -194,11 +194,19 @@ pub(crate) async fn admit<'a>(
             if available.is_empty() {
                 break;
             }
-            let idx = choose(scope, &candidates, &blocked, previous, seed, now);
-            let idx = if available.contains(&idx) {
-                idx
-            } else {
-                available[0]
+            // With one source available the selector's answer cannot change the pick (an
+            // unavailable or missing answer falls back to the first available): no plugin
+            // call for it.
+            let idx = match available.as_slice() {
+                [only] => *only,
+                _ => {
+                    let idx = choose(scope, &candidates, &blocked, previous, seed, now);
+                    if available.contains(&idx) {
+                        idx
+                    } else {
+                        available[0]
+                    }
+                }
             };
             let source = &scope.sources[idx];
             let name = &source.settings.name;

@@ -416,6 +416,9 @@ async fn handle_deltas(
         return Ok(());
     }
     let now = Instant::now();
+    // Deltas of a committed call, forwarded together after the loop (one hand-over per
+    // upstream read).
+    let mut committed = Vec::new();
     for d in deltas {
         let token = acc.apply(&d);
         if token {
@@ -440,7 +443,7 @@ async fn handle_deltas(
             _ => {}
         }
         if st.committed {
-            sink.send_delta(d).await?;
+            committed.push(d);
         } else {
             fwd.pending.push(d);
             if token {
@@ -448,5 +451,5 @@ async fn handle_deltas(
             }
         }
     }
-    Ok(())
+    sink.send_deltas(committed).await
 }

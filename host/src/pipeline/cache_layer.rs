@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::oneshot;
 use tokio::time::Instant;
 
 use crate::cache::{CacheError, Publisher, ResponseCache, SingleFlight, is_storable};
@@ -28,13 +28,13 @@ use crate::plugin::{Delta, FinishReason, ToolCallDelta};
 use super::gateway::{Inner, ScopeRuntime};
 use super::request::{CacheMode, ChatRequest};
 use super::response::ChatResponse;
-use super::sink::{CallEvent, CallState, Sink, StreamStart};
+use super::sink::{CallEvent, CallState, EventTx, Sink, StreamStart, event_channel};
 use super::structured_layer;
 
 /// The result of a shared call, as every caller of the flight sees it.
 type Shared = Arc<Result<ChatResponse, GatewayError>>;
 
-/// Capacity of the relay channel between the shared call and its leader (events).
+/// Capacity of the relay channel between the shared call and its leader (event batches).
 const RELAY_CAPACITY: usize = 64;
 
 /// The response cache and the single-flight of identical calls in flight.
@@ -115,7 +115,7 @@ async fn serve_cached(
     let store = req.cache_mode != CacheMode::NoStore;
     let (relay_tx, relay_rx) = match sink {
         Sink::Channel(_) => {
-            let (tx, rx) = mpsc::channel(RELAY_CAPACITY);
+            let (tx, rx) = event_channel(RELAY_CAPACITY);
             (Some(tx), Some(rx))
         }
         Sink::Collect => (None, None),
@@ -137,11 +137,11 @@ async fn serve_cached(
     });
     if flight.is_leader() {
         if let (Some(mut rx), Sink::Channel(out)) = (relay_rx, &*sink) {
-            while let Some(ev) = rx.recv().await {
-                if matches!(ev, CallEvent::Start(_)) {
+            while let Some(batch) = rx.recv_batch().await {
+                if batch.iter().any(|ev| matches!(ev, CallEvent::Start(_))) {
                     st.committed = true;
                 }
-                if out.send(ev).await.is_err() {
+                if out.send_batch(batch).await.is_err() {
                     return Err(GatewayError::Internal("the client went away".into()));
                 }
             }
@@ -197,7 +197,7 @@ struct SharedCall {
     req: ChatRequest,
     state: CallState,
     /// Live events to the leader, when it streams.
-    relay: Option<mpsc::Sender<CallEvent>>,
+    relay: Option<EventTx>,
     /// The call state back to the leader (attempts, sources, timings for its row).
     state_back: oneshot::Sender<CallState>,
     key: String,
@@ -227,7 +227,7 @@ impl SharedCall {
                 structured_layer::serve(&inner, scope, &req, &mut state, &mut Sink::Collect).await
             }
             Some(leader) => {
-                let (tx, mut rx) = mpsc::channel::<CallEvent>(RELAY_CAPACITY);
+                let (tx, mut rx) = event_channel(RELAY_CAPACITY);
                 let call = async {
                     let mut sink = Sink::Channel(tx);
                     structured_layer::serve(&inner, scope, &req, &mut state, &mut sink).await
@@ -236,9 +236,9 @@ impl SharedCall {
                 // the call goes on for the followers.
                 let relay = async move {
                     let mut to = Some(leader);
-                    while let Some(ev) = rx.recv().await {
+                    while let Some(batch) = rx.recv_batch().await {
                         if let Some(t) = &to
-                            && t.send(ev).await.is_err()
+                            && t.send_batch(batch).await.is_err()
                         {
                             to = None;
                         }
@@ -291,10 +291,9 @@ async fn replay(
             cache_hit: true,
         };
         let gone = || GatewayError::Internal("the client went away".into());
-        tx.send(CallEvent::Start(start)).await.map_err(|_| gone())?;
-        for d in replay_deltas(&r) {
-            tx.send(CallEvent::Delta(d)).await.map_err(|_| gone())?;
-        }
+        let mut events = vec![CallEvent::Start(start)];
+        events.extend(replay_deltas(&r).into_iter().map(CallEvent::Delta));
+        tx.send_batch(events).await.map_err(|_| gone())?;
     }
     Ok(r)
 }

@@ -14,7 +14,6 @@ use std::sync::atomic::AtomicU64;
 use arc_swap::ArcSwap;
 use futures_util::Stream;
 use reqwest::header::{HeaderName, HeaderValue};
-use tokio::sync::mpsc;
 
 use crate::config::{ConfigError, PluginRef, ScopeSettings, Settings, SourceSettings};
 use crate::config::{StateBackend, StateBackends};
@@ -36,7 +35,11 @@ use crate::transport::HttpClients;
 use super::call::run_call;
 use super::request::ChatRequest;
 use super::response::ChatResponse;
-use super::sink::{CallEvent, Sink};
+use super::sink::{CallEvent, EventRx, Sink, event_channel};
+
+/// Batches of events (about one per upstream read) a streamed call may have in flight to its
+/// consumer before it waits.
+const CALL_EVENT_BATCHES: usize = 64;
 
 /// Why the gateway could not start.
 #[derive(Debug, thiserror::Error)]
@@ -665,7 +668,7 @@ impl Gateway {
         &self,
         req: ChatRequest,
     ) -> impl Stream<Item = CallEvent> + Send + 'static + use<> {
-        let (tx, rx) = mpsc::channel::<CallEvent>(64);
+        let (tx, rx) = event_channel(CALL_EVENT_BATCHES);
         let inner = self.inner();
         let task = tokio::spawn(async move {
             if let Err(e) = req.validate() {
@@ -823,7 +826,7 @@ impl Drop for AbortOnDrop {
 
 /// The stream returned by `chat_stream`; dropping it aborts the call's task.
 struct CallStream {
-    rx: mpsc::Receiver<CallEvent>,
+    rx: EventRx,
     _guard: AbortOnDrop,
 }
 

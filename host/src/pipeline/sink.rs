@@ -1,6 +1,10 @@
 //! Where a call's output goes (`Sink`: collected whole, or forwarded as `CallEvent`s once the
-//! call commits) and the per-call bookkeeping every layer reads (`CallState`).
+//! call commits), the call's event channel (`EventTx`/`EventRx`: events travel in batches,
+//! one per upstream read, and come out one by one), and the per-call bookkeeping every layer
+//! reads (`CallState`).
 
+use std::collections::VecDeque;
+use std::task::{Context, Poll};
 use std::time::{Duration, SystemTime};
 
 use tokio::sync::mpsc;
@@ -48,12 +52,78 @@ pub struct StreamStart {
 #[derive(Debug)]
 pub(crate) struct SinkClosed;
 
+/// A call's event channel with room for `capacity` batches. Sending a batch wakes the
+/// receiver once, so the deltas of one upstream read cost one hand-over between tasks (and
+/// the proxy writes them to its client at once) instead of one per delta.
+pub(crate) fn event_channel(capacity: usize) -> (EventTx, EventRx) {
+    let (tx, rx) = mpsc::channel(capacity);
+    (
+        EventTx(tx),
+        EventRx {
+            rx,
+            ready: VecDeque::new(),
+        },
+    )
+}
+
+/// The sending half of a call's event channel.
+#[derive(Debug, Clone)]
+pub(crate) struct EventTx(mpsc::Sender<Vec<CallEvent>>);
+
+impl EventTx {
+    /// Send one event (waits while the channel is full).
+    pub(crate) async fn send(&self, ev: CallEvent) -> Result<(), SinkClosed> {
+        self.send_batch(vec![ev]).await
+    }
+
+    /// Send events as one batch; an empty batch sends nothing.
+    pub(crate) async fn send_batch(&self, evs: Vec<CallEvent>) -> Result<(), SinkClosed> {
+        if evs.is_empty() {
+            return Ok(());
+        }
+        self.0.send(evs).await.map_err(|_| SinkClosed)
+    }
+}
+
+/// The receiving half of a call's event channel: events come out one by one, in order.
+#[derive(Debug)]
+pub(crate) struct EventRx {
+    rx: mpsc::Receiver<Vec<CallEvent>>,
+    /// The rest of the batch being taken apart.
+    ready: VecDeque<CallEvent>,
+}
+
+impl EventRx {
+    /// The next event; `None` once every sender is gone and everything was taken.
+    pub(crate) fn poll_recv(&mut self, cx: &mut Context<'_>) -> Poll<Option<CallEvent>> {
+        loop {
+            if let Some(ev) = self.ready.pop_front() {
+                return Poll::Ready(Some(ev));
+            }
+            match self.rx.poll_recv(cx) {
+                Poll::Ready(Some(batch)) => self.ready = VecDeque::from(batch),
+                Poll::Ready(None) => return Poll::Ready(None),
+                Poll::Pending => return Poll::Pending,
+            }
+        }
+    }
+
+    /// The events of the next batch (what is left of the current one first), for relays
+    /// that forward batches whole.
+    pub(crate) async fn recv_batch(&mut self) -> Option<Vec<CallEvent>> {
+        if !self.ready.is_empty() {
+            return Some(self.ready.drain(..).collect());
+        }
+        self.rx.recv().await
+    }
+}
+
 /// Where a call's output goes.
 pub(crate) enum Sink {
     /// Nothing is forwarded; the answer is returned whole.
     Collect,
     /// Events are forwarded as they come.
-    Channel(mpsc::Sender<CallEvent>),
+    Channel(EventTx),
 }
 
 impl Sink {
@@ -61,14 +131,18 @@ impl Sink {
         matches!(self, Sink::Channel(_))
     }
 
-    pub(crate) async fn send_delta(&mut self, d: Delta) -> Result<(), SinkClosed> {
+    /// Forward deltas of a committed call as one batch.
+    pub(crate) async fn send_deltas(&mut self, ds: Vec<Delta>) -> Result<(), SinkClosed> {
         match self {
             Sink::Collect => Ok(()),
-            Sink::Channel(tx) => tx.send(CallEvent::Delta(d)).await.map_err(|_| SinkClosed),
+            Sink::Channel(tx) => {
+                tx.send_batch(ds.into_iter().map(CallEvent::Delta).collect())
+                    .await
+            }
         }
     }
 
-    /// Commit the call to `source`: send `Start`, then the pending deltas.
+    /// Commit the call to `source`: send `Start`, then the pending deltas (one batch).
     pub(crate) async fn commit(
         &mut self,
         st: &mut CallState,
@@ -80,6 +154,7 @@ impl Sink {
             pending.clear();
             return Ok(());
         };
+        let mut batch = Vec::with_capacity(pending.len() + 1);
         if !st.committed {
             st.committed = true;
             let start = StreamStart {
@@ -92,14 +167,10 @@ impl Sink {
                 created: st.created_unix,
                 cache_hit: false,
             };
-            tx.send(CallEvent::Start(start))
-                .await
-                .map_err(|_| SinkClosed)?;
+            batch.push(CallEvent::Start(start));
         }
-        for d in pending.drain(..) {
-            tx.send(CallEvent::Delta(d)).await.map_err(|_| SinkClosed)?;
-        }
-        Ok(())
+        batch.extend(pending.drain(..).map(CallEvent::Delta));
+        tx.send_batch(batch).await
     }
 }
 

@@ -8,6 +8,7 @@ use axum::body::Body;
 use axum::extract::{ConnectInfo, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
 use futures_util::StreamExt;
 
 use super::AppState;
@@ -16,6 +17,11 @@ use super::errors::{error_response, plain_error};
 use super::sse::{ChunkEncoder, completion_json, done, error_event};
 use crate::error::GatewayError;
 use crate::pipeline::{CallEvent, ChatRequest};
+
+/// Most call events coalesced into one body frame (one write to the client).
+const EVENTS_PER_FRAME: usize = 64;
+/// Bytes reserved per coalesced event: a chunk head with a short delta fits.
+const FRAME_BYTES_HINT: usize = 192;
 
 fn set(resp: &mut Response, name: &'static str, value: impl ToString) {
     if let Ok(v) = HeaderValue::try_from(value.to_string()) {
@@ -107,30 +113,41 @@ pub(crate) async fn chat_completions(
         }
     };
     let enc = ChunkEncoder::new(&start);
+    // Every event already waiting when the body is polled goes out as one frame: one write
+    // to the client per burst of deltas (typically one upstream read) instead of one per
+    // delta. Nothing waits for more: a lone delta is written as soon as it arrives.
+    let mut events = events.ready_chunks(EVENTS_PER_FRAME);
     let body = async_stream::stream! {
         let mut finished = false;
-        while let Some(ev) = events.next().await {
-            match ev {
-                CallEvent::Delta(d) => {
-                    if let Some(b) = enc.delta(&d) {
-                        yield Ok::<_, std::convert::Infallible>(b);
+        while let Some(batch) = events.next().await {
+            let mut frame = Vec::with_capacity(batch.len() * FRAME_BYTES_HINT);
+            for ev in batch {
+                match ev {
+                    CallEvent::Delta(d) => {
+                        enc.encode_delta(&d, &mut frame);
                     }
-                }
-                CallEvent::End(r) => {
-                    if include_usage {
-                        yield Ok(enc.usage(r.usage.as_ref()));
+                    CallEvent::End(r) => {
+                        if include_usage {
+                            frame.extend_from_slice(&enc.usage(r.usage.as_ref()));
+                        }
+                        frame.extend_from_slice(&done());
+                        finished = true;
+                        break;
                     }
-                    yield Ok(done());
-                    finished = true;
-                    break;
+                    CallEvent::Failed(e) => {
+                        tracing::warn!(error = %e, "stream ended with an error after it started");
+                        frame.extend_from_slice(&error_event(&e));
+                        finished = true;
+                        break;
+                    }
+                    CallEvent::Start(_) => {}
                 }
-                CallEvent::Failed(e) => {
-                    tracing::warn!(error = %e, "stream ended with an error after it started");
-                    yield Ok(error_event(&e));
-                    finished = true;
-                    break;
-                }
-                CallEvent::Start(_) => {}
+            }
+            if !frame.is_empty() {
+                yield Ok::<_, std::convert::Infallible>(Bytes::from(frame));
+            }
+            if finished {
+                break;
             }
         }
         if !finished {

@@ -38,7 +38,54 @@ impl ChunkEncoder {
     }
 
     /// The SSE frame of one delta, or `None` for deltas that are not forwarded.
+    #[cfg(test)]
     pub(crate) fn delta(&self, d: &Delta) -> Option<Bytes> {
+        let mut out = Vec::new();
+        self.encode_delta(d, &mut out).then(|| Bytes::from(out))
+    }
+
+    /// Append the SSE frame of one delta to `out`; false (nothing appended) for deltas that
+    /// are not forwarded.
+    ///
+    /// Content, reasoning and finish deltas (all but a stream's first and tool-call
+    /// fragments) are written straight into `out`: no intermediate JSON value. The bytes
+    /// are exactly those of `delta_via_value`.
+    pub(crate) fn encode_delta(&self, d: &Delta, out: &mut Vec<u8>) -> bool {
+        let mark = out.len();
+        let (key, text) = match d {
+            Delta::Content(c) => ("content", c.as_str()),
+            Delta::Reasoning(r) => ("reasoning_content", r.as_str()),
+            Delta::Finish(f) => {
+                out.extend_from_slice(self.head.as_bytes());
+                out.extend_from_slice(br#"{},"logprobs":null,"finish_reason":"#);
+                if serde_json::to_writer(&mut *out, finish_reason_str(f)).is_err() {
+                    out.truncate(mark);
+                    return self.delta_via_value(d, out);
+                }
+                out.extend_from_slice(b"}]}\n\n");
+                return true;
+            }
+            Delta::Role(_) | Delta::ToolCall(_) => return self.delta_via_value(d, out),
+            Delta::Usage(_) | Delta::Model(_) | Delta::Done => return false,
+        };
+        out.extend_from_slice(self.head.as_bytes());
+        out.extend_from_slice(b"{\"");
+        out.extend_from_slice(key.as_bytes());
+        out.extend_from_slice(b"\":");
+        // Writing a string into a Vec cannot fail; the fallback only keeps this total.
+        if serde_json::to_writer(&mut *out, text).is_err() {
+            out.truncate(mark);
+            return self.delta_via_value(d, out);
+        }
+        out.extend_from_slice(br#"},"logprobs":null,"finish_reason":null}]}"#);
+        out.extend_from_slice(b"\n\n");
+        true
+    }
+
+    /// Append the SSE frame of one delta built through a `serde_json::Value` (role and
+    /// tool-call deltas, whose key order is the JSON map's); false for deltas that are not
+    /// forwarded.
+    fn delta_via_value(&self, d: &Delta, out: &mut Vec<u8>) -> bool {
         let (delta, finish): (Value, Option<&str>) = match d {
             Delta::Role(r) => (json!({"role": r, "content": ""}), None),
             Delta::Content(c) => (json!({ "content": c }), None),
@@ -61,7 +108,7 @@ impl ChunkEncoder {
                 (json!({ "tool_calls": [call] }), None)
             }
             Delta::Finish(f) => (json!({}), Some(finish_reason_str(f))),
-            Delta::Usage(_) | Delta::Model(_) | Delta::Done => return None,
+            Delta::Usage(_) | Delta::Model(_) | Delta::Done => return false,
         };
         let mut s = String::with_capacity(self.head.len() + 96);
         s.push_str(&self.head);
@@ -75,7 +122,8 @@ impl ChunkEncoder {
             }
         }
         s.push_str("\n\n");
-        Some(Bytes::from(s))
+        out.extend_from_slice(s.as_bytes());
+        true
     }
 
     /// The final usage chunk (`choices: []`); `usage` is `null` when the upstream reported none.
@@ -143,4 +191,72 @@ pub(crate) fn completion_json(r: &ChatResponse, created: u64) -> Value {
                      "finish_reason": r.finish_reason}],
         "usage": r.usage.as_ref().map(usage_json),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plugin::{FinishReason, ToolCallDelta};
+
+    fn encoder() -> ChunkEncoder {
+        ChunkEncoder::new(&StreamStart {
+            call_id: "0190-abc".into(),
+            source_name: "llm-openai-1".into(),
+            model: "m\"odel".into(),
+            model_reported: None,
+            attempts: 1,
+            overhead_us: 0,
+            created: 1_700_000_000,
+            cache_hit: false,
+        })
+    }
+
+    /// The direct writer produces exactly the bytes of the `serde_json::Value` path.
+    #[test]
+    fn direct_frames_equal_value_frames() {
+        let enc = encoder();
+        let texts = [
+            "",
+            "tok1 ",
+            "quote \" backslash \\ newline \n tab \t ctrl \u{1} end",
+            "unicode é 漢字 🦀 \u{2028}",
+            "</script>",
+        ];
+        let mut deltas: Vec<Delta> = Vec::new();
+        for t in texts {
+            deltas.push(Delta::Content(t.into()));
+            deltas.push(Delta::Reasoning(t.into()));
+            deltas.push(Delta::Role(t.into()));
+            deltas.push(Delta::Finish(FinishReason::Other(t.into())));
+        }
+        deltas.extend([
+            Delta::Finish(FinishReason::Stop),
+            Delta::Finish(FinishReason::Length),
+            Delta::Finish(FinishReason::ToolCalls),
+            Delta::Finish(FinishReason::ContentFilter),
+            Delta::Finish(FinishReason::FunctionCall),
+            Delta::ToolCall(ToolCallDelta {
+                index: 0,
+                id: Some("call_1".into()),
+                name: Some("get_weather".into()),
+                arguments: Some("{\"city\":".into()),
+            }),
+        ]);
+        for d in &deltas {
+            let mut via_value = Vec::new();
+            assert!(enc.delta_via_value(d, &mut via_value), "{d:?}");
+            assert_eq!(enc.delta(d), Some(Bytes::from(via_value)), "{d:?}");
+        }
+        // Frames appended to one buffer are the frames one after the other.
+        let mut all = Vec::new();
+        let mut each = Vec::new();
+        for d in &deltas {
+            assert!(enc.encode_delta(d, &mut all));
+            each.extend_from_slice(&enc.delta(d).unwrap_or_default());
+        }
+        assert_eq!(all, each);
+        for d in [Delta::Done, Delta::Model("x".into())] {
+            assert_eq!(enc.delta(&d), None);
+        }
+    }
 }

@@ -1,6 +1,7 @@
 //! The write path shared by every backend: a bounded queue (full → the row is dropped and
-//! counted, never a blocked call), a writer task that drains it in batches, up to the
-//! backend's concurrency in flight, and the failure policy (reference §7.8 issue 15):
+//! counted, never a blocked call), a writer task that drains it in batches (lingering a few
+//! milliseconds for a batch to fill), up to the backend's concurrency in flight, and the
+//! failure policy (reference §7.8 issue 15):
 //!
 //! - **fatal** (the backend can never work in this process): drop everything, status fatal;
 //! - **environment** (unreachable, refusing, too many clients, no permission, table gone):
@@ -27,6 +28,10 @@ use super::{Recorder, TelemetryStatus};
 const QUEUE: usize = 16_384;
 /// Most rows in one insert statement.
 const BATCH: usize = 256;
+/// How long a batch that is not full waits for more rows before it is written: at low load
+/// one insert (one transaction) then carries the rows of several calls instead of one or two.
+/// Rows reach the backend at most this much later.
+const LINGER: Duration = Duration::from_millis(5);
 /// First cooldown after an environment failure; doubled per failure up to `MAX_COOLDOWN`.
 const MIN_COOLDOWN: Duration = Duration::from_secs(1);
 const MAX_COOLDOWN: Duration = Duration::from_secs(60);
@@ -168,16 +173,27 @@ impl<B: Backend> Writer<B> {
             let Some(msg) = msg else { break };
             let mut flush = None;
             let mut next = Some(msg);
-            while let Some(m) = next.take() {
-                match m {
-                    Msg::Row(r) => batch.push(*r),
-                    Msg::Flush(done) => {
-                        flush = Some(done);
-                        break;
+            let linger_until = Instant::now() + LINGER;
+            loop {
+                while let Some(m) = next.take() {
+                    match m {
+                        Msg::Row(r) => batch.push(*r),
+                        Msg::Flush(done) => {
+                            flush = Some(done);
+                            break;
+                        }
+                    }
+                    if batch.len() < BATCH {
+                        next = rx.try_recv().ok();
                     }
                 }
-                if batch.len() < BATCH {
-                    next = rx.try_recv().ok();
+                if flush.is_some() || batch.is_empty() || batch.len() >= BATCH {
+                    break;
+                }
+                // Give the rows of calls finishing right now a moment to join this batch.
+                match tokio::time::timeout_at(linger_until, rx.recv()).await {
+                    Ok(Some(m)) => next = Some(m),
+                    Ok(None) | Err(_) => break,
                 }
             }
             if !batch.is_empty() {
