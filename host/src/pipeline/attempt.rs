@@ -4,22 +4,18 @@
 
 use std::time::Duration;
 
-use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use tokio::time::Instant;
 
 use crate::config::MissingDone;
-use crate::plugin::{
-    BuildError, Delta, ErrorClass, Header, PluginChatRequest, PluginError, SseEvent,
-};
+use crate::plugin::{BuildError, Delta, ErrorClass, PluginChatRequest, PluginError, SseEvent};
 use crate::telemetry::UsageSource;
-use crate::transport::{LivenessTimeout, SseFramer, UpstreamError, Watchdog, parse_retry_after};
+use crate::transport::{LivenessTimeout, SseFramer, UpstreamError, Watchdog};
 
 use super::gateway::{Inner, SourceRuntime};
 use super::response::Accumulator;
 use super::sink::{CallState, Sink, SinkClosed};
+use super::upstream::{self, transient};
 
-/// Most bytes of an error body kept for classification.
-const ERROR_BODY_CAP: usize = 64 * 1024;
 /// Most bytes of a non-streamed answer.
 const RESPONSE_BODY_CAP: usize = 64 * 1024 * 1024;
 
@@ -75,27 +71,8 @@ pub(crate) struct AttemptAnswer {
     pub salvaged: bool,
 }
 
-fn transient(message: impl Into<String>, short: &'static str) -> AttemptFailure {
-    AttemptFailure::Upstream(UpstreamFailure {
-        class: ErrorClass::Transient,
-        message: message.into(),
-        code: None,
-        status: None,
-        retry_after: None,
-        short,
-    })
-}
-
 fn timeout_failure(kind: LivenessTimeout, source: &str) -> AttemptFailure {
     transient(format!("{} from {source}", kind.as_str()), "timeout")
-}
-
-fn fault(plugin: &str, function: &'static str, message: String) -> AttemptFailure {
-    AttemptFailure::Plugin(PluginError::Fault {
-        plugin: plugin.to_string(),
-        function,
-        message,
-    })
 }
 
 /// Run one attempt against `source`.
@@ -124,45 +101,14 @@ async fn run_inner(
     sink: &mut Sink,
     wd: &mut Watchdog,
 ) -> Result<AttemptAnswer, AttemptFailure> {
-    let plugin_name = source.component.info().name.clone();
     let mut instance = source.component.instance()?;
     let http = match instance.build_request(preq, &source.info)? {
         Ok(h) => h,
         Err(BuildError::InvalidRequest(m)) => return Err(AttemptFailure::BuildInvalid(m)),
         Err(BuildError::Unsupported(m)) => return Err(AttemptFailure::Unsupported(m)),
     };
-    if !http.path.starts_with('/') {
-        return Err(fault(
-            &plugin_name,
-            "build-request",
-            format!("path `{}` does not start with `/`", http.path),
-        ));
-    }
-    let mut headers = HeaderMap::with_capacity(http.headers.len() + 1);
-    for h in &http.headers {
-        let name = HeaderName::try_from(h.name.as_str());
-        let value = HeaderValue::try_from(h.value.as_str());
-        match (name, value) {
-            (Ok(n), Ok(v)) => {
-                headers.insert(n, v);
-            }
-            _ => {
-                return Err(fault(
-                    &plugin_name,
-                    "build-request",
-                    format!("invalid header `{}`", h.name),
-                ));
-            }
-        }
-    }
-    match source.auth_header(&http.auth) {
-        Ok(Some((n, v))) => {
-            headers.insert(n, v);
-        }
-        Ok(None) => {}
-        Err(m) => return Err(fault(&plugin_name, "build-request", m)),
-    }
-    let url = format!("{}{}", source.base_url, http.path);
+    let headers = upstream::request_headers(source, "build-request", &http.headers, &http.auth)?;
+    let url = upstream::url_of(source, "build-request", &http.path)?;
 
     let (deadline, kind) = wd.next_deadline();
     let waited = Instant::now();
@@ -180,62 +126,19 @@ async fn run_inner(
     st.upstream_wait += waited.elapsed();
     let mut resp = match sent {
         Err(_) => return Err(timeout_failure(kind, &source.settings.name)),
-        Ok(Err(UpstreamError::Invalid(m))) => return Err(fault(&plugin_name, "build-request", m)),
+        Ok(Err(UpstreamError::Invalid(m))) => {
+            return Err(upstream::fault(source, "build-request", m));
+        }
         Ok(Err(e)) => return Err(transient(e.to_string(), "network_error")),
         Ok(Ok(r)) => r,
     };
 
     if !(200..300).contains(&resp.status) {
         let waited = Instant::now();
-        let body =
-            tokio::time::timeout_at(wd.total_deadline(), resp.body.read_capped(ERROR_BODY_CAP))
-                .await;
+        let failure =
+            upstream::classify_status(source, &mut instance, resp, wd.total_deadline()).await;
         st.upstream_wait += waited.elapsed();
-        let body = match body {
-            Ok(Ok(b)) => b,
-            // The status alone still classifies the failure.
-            _ => Vec::new(),
-        };
-        let headers: Vec<Header> = resp
-            .headers
-            .iter()
-            .filter_map(|(n, v)| {
-                v.to_str().ok().map(|v| Header {
-                    name: n.as_str().to_string(),
-                    value: v.to_string(),
-                })
-            })
-            .collect();
-        let classified = instance.classify_error(resp.status, &headers, &body)?;
-        let header_hint = resp
-            .headers
-            .get(reqwest::header::RETRY_AFTER)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| {
-                parse_retry_after(v, std::time::SystemTime::now(), &source.settings.name)
-            });
-        let plugin_hint = classified.retry_after_ms.map(Duration::from_millis);
-        let retry_after = match (header_hint, plugin_hint) {
-            (Some(a), Some(b)) => Some(a.max(b)),
-            (a, b) => a.or(b),
-        };
-        let short = match (classified.class, resp.status) {
-            (ErrorClass::SourceDead, _) => "source_dead",
-            (_, 429) => "rate_limited",
-            (_, 408) | (_, 504) => "timeout",
-            (_, s) if s >= 500 => "server_error",
-            (ErrorClass::RequestRejected, _) => "rejected",
-            (ErrorClass::ResultInvalid, _) => "result_invalid",
-            _ => "http_error",
-        };
-        return Err(AttemptFailure::Upstream(UpstreamFailure {
-            class: classified.class,
-            message: classified.message,
-            code: classified.code,
-            status: Some(resp.status),
-            retry_after,
-            short,
-        }));
+        return Err(failure);
     }
 
     let mut acc = Accumulator::default();

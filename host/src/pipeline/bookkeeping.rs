@@ -1,8 +1,9 @@
 //! What happens after every attempt, chat or lean (reference §6.3, §7.3, §7.4): the permit
 //! settles (usage known, transport started, or failed per the S1–S8 matrix), the breaker
 //! records the verdict under the admitting epoch, the probe lease is settled, and the
-//! source's stats and pacer learn the outcome. One function, so the chat loop and the lean
-//! loop of embeddings and OCR can never drift apart.
+//! source's stats and pacer learn the outcome; then the failure is sorted into stop, next
+//! source, or a classified upstream failure for the loop's retry decision. Shared, so the
+//! chat loop and the lean loop of embeddings and OCR can never drift apart.
 
 use std::time::Duration;
 
@@ -10,9 +11,11 @@ use crate::governance::breaker::Outcome;
 use crate::governance::limiter::{FailureKind, Permit};
 use crate::plugin::ErrorClass;
 
-use super::admission::ProbeGuard;
-use super::attempt::UpstreamFailure;
-use super::gateway::ScopeRuntime;
+use crate::error::GatewayError;
+
+use super::admission::{CallAdmission, ProbeGuard};
+use super::attempt::{AttemptFailure, UpstreamFailure};
+use super::gateway::{ScopeRuntime, SourceRuntime};
 
 /// How an attempt ended, as far as governance cares.
 pub(crate) enum Settlement<'a> {
@@ -93,5 +96,71 @@ pub(crate) async fn settle_attempt(
         && let Some(snap) = scope.breaker.snapshot(name)
     {
         stats.cool_until(scope.clock.now_ms() + snap.retry_after_ms);
+    }
+}
+
+/// What a loop does next with a failed attempt on source `idx`.
+pub(crate) enum Triage {
+    /// The call ends with this error (plugin fault, invalid request, the caller left).
+    Stop(GatewayError),
+    /// The source cannot serve this call: it is out for the rest of it; try another.
+    NextSource,
+    /// A classified upstream failure, noted as the source's reason and the last message:
+    /// the loop decides on retry, back-off or switch by its class.
+    Upstream(UpstreamFailure),
+}
+
+/// Sort a failed attempt (chat and lean loops alike), noting the per-source reason and the
+/// call's last message in `call`.
+pub(crate) fn triage(
+    call: &mut CallAdmission,
+    idx: usize,
+    source: &SourceRuntime,
+    failure: AttemptFailure,
+) -> Triage {
+    let name = source.settings.name.to_string();
+    match failure {
+        AttemptFailure::SinkClosed => {
+            Triage::Stop(GatewayError::Internal("the client went away".into()))
+        }
+        AttemptFailure::Plugin(e) => Triage::Stop(GatewayError::PluginFault {
+            plugin: source.component.info().name.clone(),
+            message: e.to_string(),
+        }),
+        AttemptFailure::BuildInvalid(m) => Triage::Stop(GatewayError::InvalidRequest {
+            param: None,
+            message: format!("{name}: {m}"),
+        }),
+        AttemptFailure::Unsupported(m) => {
+            call.per_source.insert(name, "unsupported".into());
+            call.last_message = m;
+            call.excluded[idx] = true;
+            Triage::NextSource
+        }
+        AttemptFailure::Upstream(up) => {
+            call.last_message = format!("{name}: {}", up.message);
+            call.per_source.insert(name, up.short.to_string());
+            Triage::Upstream(up)
+        }
+    }
+}
+
+/// The error that ends a call after a failure of a class no retry can help: the upstream
+/// rejected the request (its message goes to the client), or its answer is unusable (no
+/// failover: the service is healthy). `None` for the retryable classes.
+pub(crate) fn final_error(up: &UpstreamFailure, source_name: &str) -> Option<GatewayError> {
+    match up.class {
+        ErrorClass::RequestRejected => Some(GatewayError::UpstreamRejected {
+            source_name: source_name.to_string(),
+            status: up.status.unwrap_or(400),
+            message: up.message.clone(),
+            code: up.code.clone(),
+        }),
+        ErrorClass::ResultInvalid => Some(GatewayError::ResultInvalid {
+            source_name: source_name.to_string(),
+            message: up.message.clone(),
+            structured: None,
+        }),
+        ErrorClass::Transient | ErrorClass::SourceDead => None,
     }
 }

@@ -19,6 +19,7 @@ mod rows;
 mod sink;
 mod structured;
 mod structured_layer;
+mod upstream;
 
 pub use embed::{EmbeddingRequest, EmbeddingResponse, EmbeddingUsage};
 pub use gateway::{Gateway, ReloadError, ReloadReport, SettingsSource, StartError};

@@ -17,7 +17,7 @@ use crate::plugin::{ErrorClass, PluginChatRequest};
 
 use super::admission::{self, Admitted, CallAdmission};
 use super::attempt::{self, AttemptAnswer, AttemptFailure, AttemptMetrics, UpstreamFailure};
-use super::bookkeeping::{Settlement, settle_attempt};
+use super::bookkeeping::{Settlement, Triage, final_error, settle_attempt, triage};
 use super::gateway::{Inner, ScopeRuntime, SourceRuntime};
 use super::request::ChatRequest;
 use super::response::ChatResponse;
@@ -171,32 +171,11 @@ pub(crate) async fn retry_loop(
             }
             Err(f) => f,
         };
-        let up = match failure {
-            AttemptFailure::SinkClosed => {
-                return Err(GatewayError::Internal("the client went away".into()));
-            }
-            AttemptFailure::Plugin(e) => {
-                return Err(GatewayError::PluginFault {
-                    plugin: source.component.info().name.clone(),
-                    message: e.to_string(),
-                });
-            }
-            AttemptFailure::BuildInvalid(m) => {
-                return Err(GatewayError::InvalidRequest {
-                    param: None,
-                    message: format!("{name}: {m}"),
-                });
-            }
-            AttemptFailure::Unsupported(m) => {
-                call.per_source.insert(name, "unsupported".into());
-                call.last_message = m;
-                call.excluded[idx] = true;
-                continue;
-            }
-            AttemptFailure::Upstream(u) => u,
+        let up = match triage(&mut call, idx, source, failure) {
+            Triage::Stop(e) => return Err(e),
+            Triage::NextSource => continue,
+            Triage::Upstream(up) => up,
         };
-        call.per_source.insert(name.clone(), up.short.to_string());
-        call.last_message = format!("{name}: {}", up.message);
         let rate_limited = up.class == ErrorClass::Transient && up.status == Some(429);
         if !rate_limited {
             counted += 1;
@@ -230,22 +209,12 @@ pub(crate) async fn retry_loop(
             tracing::info!(source = %name, chars = st.sent_content_before.len(), "stream broke after output; trying a continuation");
             continue;
         }
+        if let Some(e) = final_error(&up, &name) {
+            return Err(e);
+        }
         match up.class {
-            ErrorClass::RequestRejected => {
-                return Err(GatewayError::UpstreamRejected {
-                    source_name: name,
-                    status: up.status.unwrap_or(400),
-                    message: up.message,
-                    code: up.code,
-                });
-            }
-            ErrorClass::ResultInvalid => {
-                return Err(GatewayError::ResultInvalid {
-                    source_name: name,
-                    message: up.message,
-                    structured: None,
-                });
-            }
+            // Ended the call just above.
+            ErrorClass::RequestRejected | ErrorClass::ResultInvalid => {}
             ErrorClass::SourceDead => {
                 // Switch at once, no back-off; this source is out for the rest of the call.
                 call.excluded[idx] = true;

@@ -13,10 +13,10 @@ use super::super::attempt::AttemptFailure;
 use super::super::gateway::{Inner, SourceRuntime};
 use super::super::lean::LeanOp;
 use super::super::lean::call::LeanCall;
-use super::super::lean::upstream::{
+use super::super::rows::attempt_error;
+use super::super::upstream::{
     body_cap, classified, classify_status, read_body, request_headers, result_invalid, sent, url_of,
 };
-use super::super::rows::attempt_error;
 
 /// The next batch of a call: `pending` are the texts still without a vector, in order.
 pub(crate) struct BatchOp<'a> {

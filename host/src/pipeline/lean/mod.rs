@@ -5,7 +5,6 @@
 //! which sources can serve it, runs one attempt on a source, and writes that attempt's row.
 
 pub(crate) mod call;
-pub(crate) mod upstream;
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -20,7 +19,7 @@ use crate::telemetry::CallRow;
 
 use super::admission::{self, Admitted, CallAdmission};
 use super::attempt::AttemptFailure;
-use super::bookkeeping::{Settlement, settle_attempt};
+use super::bookkeeping::{Settlement, Triage, final_error, settle_attempt, triage};
 use super::gateway::{Inner, ScopeRuntime, SourceRuntime};
 use super::retry::back_off;
 
@@ -146,7 +145,7 @@ pub(crate) async fn run<O: LeanOp>(
         };
         settle_attempt(scope, idx, epoch, probe, permit, settlement, latency).await;
         let name = source.settings.name.to_string();
-        let up = match outcome {
+        let failure = match outcome {
             Ok(output) => {
                 scope.progress.mark(scope.clock.now_ms());
                 return Ok(LeanAnswer {
@@ -154,50 +153,22 @@ pub(crate) async fn run<O: LeanOp>(
                     source: idx,
                 });
             }
-            Err(AttemptFailure::SinkClosed) => {
-                return Err(GatewayError::Internal("the client went away".into()));
-            }
-            Err(AttemptFailure::Plugin(e)) => {
-                return Err(GatewayError::PluginFault {
-                    plugin: source.component.info().name.clone(),
-                    message: e.to_string(),
-                });
-            }
-            Err(AttemptFailure::BuildInvalid(m)) => {
-                return Err(GatewayError::InvalidRequest {
-                    param: None,
-                    message: format!("{name}: {m}"),
-                });
-            }
-            Err(AttemptFailure::Unsupported(m)) => {
-                call.per_source.insert(name, "unsupported".into());
-                call.last_message = m;
-                call.excluded[idx] = true;
-                continue;
-            }
-            Err(AttemptFailure::Upstream(u)) => u,
+            Err(f) => f,
         };
-        call.per_source.insert(name.clone(), up.short.to_string());
-        call.last_message = format!("{name}: {}", up.message);
+        let up = match triage(&mut call, idx, source, failure) {
+            Triage::Stop(e) => return Err(e),
+            Triage::NextSource => continue,
+            Triage::Upstream(up) => up,
+        };
         if !(up.class == ErrorClass::Transient && up.status == Some(429)) {
             counted += 1;
         }
+        if let Some(e) = final_error(&up, &name) {
+            return Err(e);
+        }
         match up.class {
-            ErrorClass::RequestRejected => {
-                return Err(GatewayError::UpstreamRejected {
-                    source_name: name,
-                    status: up.status.unwrap_or(400),
-                    message: up.message,
-                    code: up.code,
-                });
-            }
-            ErrorClass::ResultInvalid => {
-                return Err(GatewayError::ResultInvalid {
-                    source_name: name,
-                    message: up.message,
-                    structured: None,
-                });
-            }
+            // Ended the call just above.
+            ErrorClass::RequestRejected | ErrorClass::ResultInvalid => {}
             ErrorClass::SourceDead => {
                 call.excluded[idx] = true;
                 tracing::warn!(source = %name, scope = %scope.settings.name, "source dead: {}", up.message);

@@ -13,7 +13,7 @@ use crate::plugin::AuthScheme;
 
 use super::super::attempt::AttemptFailure;
 use super::super::gateway::{Inner, SourceRuntime};
-use super::super::lean::upstream::{fault, result_invalid, sent, transient};
+use super::super::upstream::{fault, result_invalid, sent, transient};
 
 /// Largest archive downloaded (256 MiB); a larger one is `result_invalid`.
 pub(crate) const ARCHIVE_CAP: usize = 256 * 1024 * 1024;

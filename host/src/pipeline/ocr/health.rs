@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use super::super::gateway::{Inner, SourceRuntime};
-use super::super::lean::upstream::{request_headers, url_of};
+use super::super::upstream::{request_headers, url_of};
 
 /// Longest wait for one probe (2 s); no answer by then is unhealthy.
 pub const PROBE_TIMEOUT: Duration = Duration::from_secs(2);

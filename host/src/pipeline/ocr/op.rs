@@ -19,11 +19,11 @@ use super::super::attempt::AttemptFailure;
 use super::super::gateway::{Inner, SourceRuntime};
 use super::super::lean::LeanOp;
 use super::super::lean::call::LeanCall;
-use super::super::lean::upstream::{
+use super::super::rows::attempt_error;
+use super::super::upstream::{
     body_cap, classified, classify_status, fault, read_body, request_headers, result_invalid, sent,
     transient, url_of,
 };
-use super::super::rows::attempt_error;
 use super::archive;
 use super::defence::{CleanLayout, clean};
 

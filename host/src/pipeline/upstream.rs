@@ -1,6 +1,6 @@
-//! HTTP for lean attempts: turn a plugin's request description into headers (with the
-//! credential the host attaches), send it under the source's total timeout, read a 2xx body
-//! with a cap, and classify a non-2xx answer through the provider's `classify-error` plus the
+//! HTTP of one attempt, chat or lean: turn a plugin's request description into headers
+//! (with the credential the host attaches), map a send result, read a 2xx body with a cap,
+//! and classify a non-2xx answer through the provider's `classify-error` plus the
 //! `Retry-After` header (RFC 9110, both forms; the larger of header and plugin hint wins).
 
 use std::time::Duration;
@@ -13,8 +13,8 @@ use crate::plugin::{
 };
 use crate::transport::{UpstreamError, UpstreamResponse, parse_retry_after};
 
-use super::super::attempt::{AttemptFailure, UpstreamFailure};
-use super::super::gateway::SourceRuntime;
+use super::attempt::{AttemptFailure, UpstreamFailure};
+use super::gateway::SourceRuntime;
 
 /// Most bytes of an error body kept for classification.
 pub(crate) const ERROR_BODY_CAP: usize = 64 * 1024;
