@@ -129,6 +129,19 @@ pub(crate) struct CallAdmission {
     pub waits: Vec<(UnavailableReason, Duration)>,
 }
 
+impl CallAdmission {
+    /// The state of a new loop run in `scope`: nothing excluded, the scope's stall budget.
+    pub(crate) fn new(scope: &ScopeRuntime) -> Self {
+        Self {
+            excluded: vec![false; scope.sources.len()],
+            stall: StallBudget::new(scope.settings.governance.stall_window),
+            per_source: BTreeMap::new(),
+            last_message: String::from("no attempt was made"),
+            waits: Vec::new(),
+        }
+    }
+}
+
 fn backend_down(scope: &ScopeRuntime, what: &str, message: String) -> GatewayError {
     GatewayError::ScopeUnavailable {
         scope: scope.settings.name.to_string(),

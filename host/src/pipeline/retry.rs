@@ -4,7 +4,6 @@
 //! A streamed call may fail over freely until it commits (its first token went out); after
 //! that a failure ends the stream with an in-band error, never a truncated "success".
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -12,7 +11,6 @@ use tracing::Instrument;
 
 use crate::error::{GatewayError, UnavailableReason};
 use crate::governance::backoff_delay;
-use crate::governance::stall::StallBudget;
 use crate::plugin::{ErrorClass, PluginChatRequest};
 
 use super::admission::{self, Admitted, CallAdmission};
@@ -44,43 +42,22 @@ pub(crate) async fn retry_loop(
         stream: req.stream,
         prefill: None,
     };
-    let retry = scope.settings.retry;
-    let n = scope.sources.len();
-    let mut call = CallAdmission {
-        excluded: vec![false; n],
-        stall: StallBudget::new(scope.settings.governance.stall_window),
-        per_source: BTreeMap::new(),
-        last_message: String::from("no attempt was made"),
-        waits: Vec::new(),
-    };
-    // Attempts that count against RETRY__MAX_ATTEMPTS (429s do not: they spend the stall
-    // budget instead, reference §7.3 issue-8).
-    let mut counted: u32 = 0;
-    let mut backoffs: u32 = 0;
-    let mut last_retry_after: Option<Duration> = None;
+    let mut call = CallAdmission::new(scope);
+    let mut budget = RetryBudget::new(scope);
     // The failure that broke a started stream, reported if no continuation succeeds.
     let mut interrupted: Option<(String, String)> = None;
     let seed = scope
         .seed
         .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     loop {
-        if counted >= retry.max_attempts {
+        if budget.exhausted() {
             if let Some((source_name, message)) = interrupted {
                 return Err(GatewayError::StreamInterrupted {
                     source_name,
                     message,
                 });
             }
-            return Err(GatewayError::ScopeUnavailable {
-                scope: scope.settings.name.to_string(),
-                reason: UnavailableReason::RetryExhausted,
-                retry_after_s: last_retry_after.map(|d| d.as_secs_f64()).unwrap_or(0.0),
-                per_source_reasons: call.per_source,
-                message: format!(
-                    "{counted} attempts failed; last error: {}",
-                    call.last_message
-                ),
-            });
+            return Err(budget.exhausted_error(scope, &mut call));
         }
         let continuing = preq.prefill.is_some();
         let can_continue = |i: usize| {
@@ -176,10 +153,7 @@ pub(crate) async fn retry_loop(
             Triage::NextSource => continue,
             Triage::Upstream(up) => up,
         };
-        let rate_limited = up.class == ErrorClass::Transient && up.status == Some(429);
-        if !rate_limited {
-            counted += 1;
-        }
+        budget.count(&up);
 
         if st.committed {
             // Output already reached the client: continue on a source that supports
@@ -212,23 +186,94 @@ pub(crate) async fn retry_loop(
         if let Some(e) = final_error(&up, &name) {
             return Err(e);
         }
+        st.sleeping += budget
+            .recover(scope, &mut call, idx, &up, metrics.latency)
+            .await?;
+    }
+}
+
+/// The retry budget of one loop run (chat or lean): attempts counted against
+/// `RETRY__MAX_ATTEMPTS` (429s are not: they spend the stall budget instead, reference §7.3
+/// issue-8), back-offs taken, and the last failure's retry hint.
+pub(crate) struct RetryBudget {
+    max_attempts: u32,
+    counted: u32,
+    backoffs: u32,
+    last_retry_after: Option<Duration>,
+}
+
+impl RetryBudget {
+    pub(crate) fn new(scope: &ScopeRuntime) -> Self {
+        Self {
+            max_attempts: scope.settings.retry.max_attempts,
+            counted: 0,
+            backoffs: 0,
+            last_retry_after: None,
+        }
+    }
+
+    /// Whether no counted attempt is left.
+    pub(crate) fn exhausted(&self) -> bool {
+        self.counted >= self.max_attempts
+    }
+
+    /// The 503 `retry_exhausted` of a run whose budget is spent.
+    pub(crate) fn exhausted_error(
+        &self,
+        scope: &ScopeRuntime,
+        call: &mut CallAdmission,
+    ) -> GatewayError {
+        GatewayError::ScopeUnavailable {
+            scope: scope.settings.name.to_string(),
+            reason: UnavailableReason::RetryExhausted,
+            retry_after_s: self
+                .last_retry_after
+                .map(|d| d.as_secs_f64())
+                .unwrap_or(0.0),
+            per_source_reasons: std::mem::take(&mut call.per_source),
+            message: format!(
+                "{} attempts failed; last error: {}",
+                self.counted, call.last_message
+            ),
+        }
+    }
+
+    /// Count a classified failure (a 429 is not counted).
+    pub(crate) fn count(&mut self, up: &UpstreamFailure) {
+        if !(up.class == ErrorClass::Transient && up.status == Some(429)) {
+            self.counted += 1;
+        }
+    }
+
+    /// After a retryable failure on source `idx`: a dead source is out for the rest of the
+    /// call (switch at once, no back-off); a transient one backs off, unless no attempt is
+    /// left (the top of the loop then reports `retry_exhausted`). Returns the time slept.
+    pub(crate) async fn recover(
+        &mut self,
+        scope: &ScopeRuntime,
+        call: &mut CallAdmission,
+        idx: usize,
+        up: &UpstreamFailure,
+        attempt_latency: Duration,
+    ) -> Result<Duration, GatewayError> {
         match up.class {
-            // Ended the call just above.
-            ErrorClass::RequestRejected | ErrorClass::ResultInvalid => {}
             ErrorClass::SourceDead => {
-                // Switch at once, no back-off; this source is out for the rest of the call.
                 call.excluded[idx] = true;
+                let name = &scope.sources[idx].settings.name;
                 tracing::warn!(source = %name, scope = %scope.settings.name, "source dead: {}", up.message);
+                Ok(Duration::ZERO)
             }
             ErrorClass::Transient => {
-                last_retry_after = up.retry_after;
-                if counted >= retry.max_attempts {
-                    continue; // reported as retry_exhausted at the top of the loop
+                self.last_retry_after = up.retry_after;
+                if self.exhausted() {
+                    return Ok(Duration::ZERO);
                 }
-                let slept = back_off(scope, &mut call, &up, backoffs, metrics.latency).await?;
-                backoffs += 1;
-                st.sleeping += slept;
+                let slept = back_off(scope, call, up, self.backoffs, attempt_latency).await?;
+                self.backoffs += 1;
+                Ok(slept)
             }
+            // Final classes end the call before recovery (`bookkeeping::final_error`).
+            ErrorClass::RequestRejected | ErrorClass::ResultInvalid => Ok(Duration::ZERO),
         }
     }
 }

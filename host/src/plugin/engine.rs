@@ -185,6 +185,46 @@ impl PluginEngine {
         }
     }
 
+    /// A store for one warm instance: the memory cap as its limiter and an epoch deadline
+    /// armed, since instantiation itself runs guest code.
+    pub(crate) fn sandboxed_store(&self) -> wasmtime::Store<super::state::HostState> {
+        let mut store = wasmtime::Store::new(
+            &self.engine,
+            super::state::HostState::new(self.limits.memory_bytes),
+        );
+        store.limiter(|s| &mut s.limits);
+        store.set_epoch_deadline(self.limits.deadline_ticks());
+        store.epoch_deadline_trap();
+        store
+    }
+
+    /// The checks every component kind gets at load — it exports `interface` at a supported
+    /// version and imports nothing the sandbox lacks — then its pre-instantiation. Returns
+    /// the exported version with the `InstancePre`.
+    pub(crate) fn prepare(
+        &self,
+        origin: &str,
+        component: &Component,
+        interface: &'static str,
+    ) -> Result<
+        (
+            String,
+            wasmtime::component::InstancePre<super::state::HostState>,
+        ),
+        PluginError,
+    > {
+        let version = self.check_version(origin, component, interface)?;
+        self.check_imports(origin, component)?;
+        let pre = self
+            .linker
+            .instantiate_pre(component)
+            .map_err(|e| PluginError::Load {
+                origin: origin.to_string(),
+                message: format!("{e:#}"),
+            })?;
+        Ok((version, pre))
+    }
+
     /// Find the exported `polygateway:plugin/<interface>@<version>` and check the version.
     pub(crate) fn check_version(
         &self,

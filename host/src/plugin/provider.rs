@@ -71,8 +71,7 @@ impl ProviderComponent {
         origin: &str,
         component: &Component,
     ) -> Result<Arc<Self>, PluginError> {
-        let version = engine.check_version(origin, component, "chat-provider")?;
-        engine.check_imports(origin, component)?;
+        let (version, instance_pre) = engine.prepare(origin, component, "chat-provider")?;
         // A provider built before the world gained embeddings and OCR exports only
         // chat-provider: say so instead of failing to link with a type error.
         let exports = engine.contract_exports(component);
@@ -93,10 +92,6 @@ impl ProviderComponent {
             origin: origin.to_string(),
             message,
         };
-        let instance_pre = engine
-            .linker
-            .instantiate_pre(component)
-            .map_err(|e| load_err(format!("{e:#}")))?;
         let pre = ProviderPre::new(instance_pre).map_err(|e| load_err(format!("{e:#}")))?;
         let mut warm = instantiate(engine, &pre).map_err(|e| load_err(format!("{e:#}")))?;
         warm.store
@@ -188,11 +183,7 @@ impl ProviderComponent {
 }
 
 fn instantiate(engine: &PluginEngine, pre: &ProviderPre<HostState>) -> wasmtime::Result<Warm> {
-    let mut store = Store::new(&engine.engine, HostState::new(engine.limits.memory_bytes));
-    store.limiter(|s| &mut s.limits);
-    // Instantiation runs guest code: it needs a deadline too.
-    store.set_epoch_deadline(engine.limits.deadline_ticks());
-    store.epoch_deadline_trap();
+    let mut store = engine.sandboxed_store();
     let bindings = pre.instantiate(&mut store)?;
     Ok(Warm { store, bindings })
 }

@@ -165,16 +165,11 @@ impl SelectorComponent {
         origin: &str,
         component: &Component,
     ) -> Result<Arc<Self>, PluginError> {
-        let version = engine.check_version(origin, component, "source-selector")?;
-        engine.check_imports(origin, component)?;
+        let (version, instance_pre) = engine.prepare(origin, component, "source-selector")?;
         let load_err = |message: String| PluginError::Load {
             origin: origin.to_string(),
             message,
         };
-        let instance_pre = engine
-            .linker
-            .instantiate_pre(component)
-            .map_err(|e| load_err(format!("{e:#}")))?;
         let pre = SelectorPre::new(instance_pre).map_err(|e| load_err(format!("{e:#}")))?;
         let mut warm = instantiate(engine, &pre).map_err(|e| load_err(format!("{e:#}")))?;
         warm.store
@@ -299,11 +294,7 @@ impl SelectorComponent {
 }
 
 fn instantiate(engine: &PluginEngine, pre: &SelectorPre<HostState>) -> wasmtime::Result<Warm> {
-    let mut store = Store::new(&engine.engine, HostState::new(engine.limits.memory_bytes));
-    store.limiter(|s| &mut s.limits);
-    // Instantiation runs guest code: it needs a deadline too.
-    store.set_epoch_deadline(engine.limits.deadline_ticks());
-    store.epoch_deadline_trap();
+    let mut store = engine.sandboxed_store();
     let bindings = pre.instantiate(&mut store)?;
     Ok(Warm { store, bindings })
 }

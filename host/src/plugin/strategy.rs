@@ -86,16 +86,11 @@ impl StrategyComponent {
         origin: &str,
         component: &Component,
     ) -> Result<Arc<Self>, PluginError> {
-        let version = engine.check_version(origin, component, INTERFACE)?;
-        engine.check_imports(origin, component)?;
+        let (version, instance_pre) = engine.prepare(origin, component, INTERFACE)?;
         let load_err = |message: String| PluginError::Load {
             origin: origin.to_string(),
             message,
         };
-        let instance_pre = engine
-            .linker
-            .instantiate_pre(component)
-            .map_err(|e| load_err(format!("{e:#}")))?;
         let pre = StrategyPre::new(instance_pre).map_err(|e| load_err(format!("{e:#}")))?;
         let mut warm = instantiate(engine, &pre).map_err(|e| load_err(format!("{e:#}")))?;
         warm.store
@@ -248,11 +243,7 @@ impl StrategyComponent {
 }
 
 fn instantiate(engine: &PluginEngine, pre: &StrategyPre<HostState>) -> wasmtime::Result<Warm> {
-    let mut store = Store::new(&engine.engine, HostState::new(engine.limits.memory_bytes));
-    store.limiter(|s| &mut s.limits);
-    // Instantiation runs guest code: it needs a deadline too.
-    store.set_epoch_deadline(engine.limits.deadline_ticks());
-    store.epoch_deadline_trap();
+    let mut store = engine.sandboxed_store();
     let bindings = pre.instantiate(&mut store)?;
     Ok(Warm { store, bindings })
 }

@@ -6,22 +6,19 @@
 
 pub(crate) mod call;
 
-use std::collections::BTreeMap;
 use std::future::Future;
 use std::time::Duration;
 
 use tracing::Instrument;
 
-use crate::error::{GatewayError, UnavailableReason};
-use crate::governance::stall::StallBudget;
-use crate::plugin::ErrorClass;
+use crate::error::GatewayError;
 use crate::telemetry::CallRow;
 
 use super::admission::{self, Admitted, CallAdmission};
 use super::attempt::AttemptFailure;
 use super::bookkeeping::{Settlement, Triage, final_error, settle_attempt, triage};
 use super::gateway::{Inner, ScopeRuntime, SourceRuntime};
-use super::retry::back_off;
+use super::retry::RetryBudget;
 
 /// One kind of one-shot operation run through the lean loop.
 pub(crate) trait LeanOp: Sync {
@@ -81,32 +78,13 @@ pub(crate) async fn run<O: LeanOp>(
     st: &mut LeanState,
     seed: u64,
 ) -> Result<LeanAnswer<O::Output>, GatewayError> {
-    let retry = scope.settings.retry;
-    let n = scope.sources.len();
-    let mut call = CallAdmission {
-        excluded: vec![false; n],
-        stall: StallBudget::new(scope.settings.governance.stall_window),
-        per_source: BTreeMap::new(),
-        last_message: String::from("no attempt was made"),
-        waits: Vec::new(),
-    };
-    let mut counted: u32 = 0;
-    let mut backoffs: u32 = 0;
-    let mut last_retry_after: Option<Duration> = None;
+    let mut call = CallAdmission::new(scope);
+    let mut budget = RetryBudget::new(scope);
     // The source of this run's previous attempt: the selector treats it as a retry.
     let mut previous: Option<usize> = None;
     loop {
-        if counted >= retry.max_attempts {
-            return Err(GatewayError::ScopeUnavailable {
-                scope: scope.settings.name.to_string(),
-                reason: UnavailableReason::RetryExhausted,
-                retry_after_s: last_retry_after.map(|d| d.as_secs_f64()).unwrap_or(0.0),
-                per_source_reasons: call.per_source,
-                message: format!(
-                    "{counted} attempts failed; last error: {}",
-                    call.last_message
-                ),
-            });
+        if budget.exhausted() {
+            return Err(budget.exhausted_error(scope, &mut call));
         }
         let serves = |i: usize| op.serves(&scope.sources[i]);
         let admitted = admission::admit(scope, &mut call, previous, seed, &serves).await;
@@ -160,27 +138,10 @@ pub(crate) async fn run<O: LeanOp>(
             Triage::NextSource => continue,
             Triage::Upstream(up) => up,
         };
-        if !(up.class == ErrorClass::Transient && up.status == Some(429)) {
-            counted += 1;
-        }
+        budget.count(&up);
         if let Some(e) = final_error(&up, &name) {
             return Err(e);
         }
-        match up.class {
-            // Ended the call just above.
-            ErrorClass::RequestRejected | ErrorClass::ResultInvalid => {}
-            ErrorClass::SourceDead => {
-                call.excluded[idx] = true;
-                tracing::warn!(source = %name, scope = %scope.settings.name, "source dead: {}", up.message);
-            }
-            ErrorClass::Transient => {
-                last_retry_after = up.retry_after;
-                if counted >= retry.max_attempts {
-                    continue;
-                }
-                back_off(scope, &mut call, &up, backoffs, latency).await?;
-                backoffs += 1;
-            }
-        }
+        budget.recover(scope, &mut call, idx, &up, latency).await?;
     }
 }
