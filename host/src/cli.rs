@@ -63,6 +63,10 @@ enum Command {
         /// Where to write the JSON report.
         #[arg(long, default_value = "bench.json")]
         out: PathBuf,
+        /// Only these rows (for profiling one load): `non-stream`, `stream`, `c1` or `high`,
+        /// comma-separated; a mode and a level combine (`non-stream,high`). Default: all.
+        #[arg(long, value_delimiter = ',')]
+        only: Vec<crate::bench::RowFilter>,
         /// Run the memory soak instead of the table: this many seconds of back-to-back
         /// streamed calls through the gateway (default configuration), RSS sampled meanwhile.
         #[arg(long)]
@@ -73,6 +77,16 @@ enum Command {
         /// Seconds between two RSS samples of the soak.
         #[arg(long, default_value_t = 10.0)]
         soak_sample_s: f64,
+    },
+    /// The benchmark's bare pass-through proxy as its own process (started by `bench`).
+    #[command(hide = true)]
+    BenchPassthrough {
+        /// The upstream's base URL (`http://host:port`).
+        #[arg(long)]
+        upstream: String,
+        /// Address to bind (port 0 picks a free port).
+        #[arg(long, default_value = "127.0.0.1:0")]
+        listen: SocketAddr,
     },
     /// Telemetry helpers.
     Telemetry {
@@ -126,9 +140,13 @@ pub fn run() -> ExitCode {
                 chunks,
                 concurrency,
                 out,
+                only,
                 soak_s: None,
                 ..
-            } => bench(duration_s, chunks, concurrency, out).await,
+            } => bench(duration_s, chunks, concurrency, out, only).await,
+            Command::BenchPassthrough { upstream, listen } => {
+                bench_passthrough(upstream, listen).await
+            }
             Command::Telemetry {
                 command: TelemetryCommand::SchemaSql { backend },
             } => schema_sql(backend),
@@ -198,7 +216,13 @@ async fn serve() -> ExitCode {
     }
 }
 
-async fn bench(duration_s: f64, chunks: usize, concurrency: usize, out: PathBuf) -> ExitCode {
+async fn bench(
+    duration_s: f64,
+    chunks: usize,
+    concurrency: usize,
+    out: PathBuf,
+    only: Vec<crate::bench::RowFilter>,
+) -> ExitCode {
     if !(duration_s.is_finite() && duration_s > 0.0) || concurrency == 0 {
         return fail("--duration-s must be > 0 and --concurrency ≥ 1");
     }
@@ -207,11 +231,22 @@ async fn bench(duration_s: f64, chunks: usize, concurrency: usize, out: PathBuf)
         chunks,
         concurrency,
         out,
+        only,
     };
     match crate::bench::run(opts).await {
         Ok(_) => ExitCode::SUCCESS,
         Err(e) => fail(&e),
     }
+}
+
+async fn bench_passthrough(upstream: String, listen: SocketAddr) -> ExitCode {
+    let addr = match crate::bench::passthrough_start(listen, upstream).await {
+        Ok(a) => a,
+        Err(e) => return fail(&format!("cannot bind {listen}: {e}")),
+    };
+    let _ = writeln!(std::io::stdout(), "polygateway listening on http://{addr}");
+    shutdown_signal().await;
+    ExitCode::SUCCESS
 }
 
 async fn soak(

@@ -409,8 +409,12 @@ async fn a_leader_going_away_does_not_cancel_the_shared_call() {
     script(&m, "lead", json!({"then": {"first_token_delay_ms": 1500}})).await;
     let gw = embedded(&m, "lead", &[]).await;
     let req = || ChatRequest::user("llm", "shared question");
-    // The leader streams; it joins first (its upstream request has arrived).
-    let leader = Box::pin(gw.chat_stream(req()));
+    // The leader streams (a stream runs as it is polled: its client's task polls it); it
+    // joins first (its upstream request has arrived).
+    let leader = {
+        let mut events = Box::pin(gw.chat_stream(req()));
+        tokio::spawn(async move { while events.next().await.is_some() {} })
+    };
     eventually(10, || {
         let m = m.clone();
         async move { (hit_count(&m, "lead").await == 1).then_some(()) }
@@ -425,7 +429,7 @@ async fn a_leader_going_away_does_not_cancel_the_shared_call() {
         async move { (gw.health()["cache"]["waiting_callers"] == 2).then_some(()) }
     })
     .await;
-    drop(leader); // the leader's client goes away
+    leader.abort(); // the leader's client goes away (its stream is dropped)
     let answer = follower
         .await
         .expect("task")

@@ -16,6 +16,7 @@ use std::time::Duration;
 
 pub use load::Stats;
 pub use micro::Micro;
+pub use passthrough::start as passthrough_start;
 pub use soak::{SoakOptions, SoakReport, run as run_soak};
 
 /// Benchmark parameters.
@@ -29,6 +30,42 @@ pub struct BenchOptions {
     pub concurrency: usize,
     /// Where the JSON report goes.
     pub out: std::path::PathBuf,
+    /// Only the rows these select (empty: all).
+    pub only: Vec<RowFilter>,
+}
+
+/// A selection of benchmark rows (`--only`): by mode or by concurrency level. Filters of the
+/// same kind add up; a mode and a level must both match.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum RowFilter {
+    NonStream,
+    Stream,
+    /// Concurrency 1.
+    C1,
+    /// The high concurrency level.
+    High,
+}
+
+impl BenchOptions {
+    /// Whether the rows of `stream` at concurrency `conc` are measured.
+    fn wants(&self, stream: bool, conc: usize) -> bool {
+        let modes = [RowFilter::NonStream, RowFilter::Stream];
+        let levels = [RowFilter::C1, RowFilter::High];
+        let pick = |kinds: [RowFilter; 2], this: RowFilter| {
+            !self.only.iter().any(|f| kinds.contains(f)) || self.only.contains(&this)
+        };
+        let mode = if stream {
+            RowFilter::Stream
+        } else {
+            RowFilter::NonStream
+        };
+        let level = if conc == 1 {
+            RowFilter::C1
+        } else {
+            RowFilter::High
+        };
+        pick(modes, mode) && pick(levels, level)
+    }
 }
 
 /// One measured row.
@@ -42,7 +79,7 @@ pub struct Row {
     pub added_p50_us: Option<f64>,
     pub added_p99_us: Option<f64>,
     pub added_p999_us: Option<f64>,
-    /// CPU seconds of the gateway process per 1,000 requests.
+    /// CPU seconds of the serving process (gateway or pass-through) per 1,000 requests.
     pub cpu_s_per_1k: Option<f64>,
     /// Throughput relative to the pass-through proxy.
     pub vs_passthrough: Option<f64>,
@@ -172,9 +209,11 @@ pub async fn run(opts: BenchOptions) -> Result<Report, String> {
         .await
         .map_err(|e| e.to_string())?;
     let upstream = format!("http://{upstream_addr}");
-    let pass_addr = passthrough::start(upstream.clone())
-        .await
-        .map_err(|e| e.to_string())?;
+    let pass_child = process::GatewayChild::passthrough(&upstream).await?;
+    let pass_addr = pass_child
+        .base_url
+        .trim_start_matches("http://")
+        .to_string();
     let gw_on = process::GatewayChild::start(&gateway_env(&upstream, true)).await?;
     let gw_off = process::GatewayChild::start(&gateway_env(&upstream, false)).await?;
     let _ = writeln!(
@@ -188,6 +227,9 @@ pub async fn run(opts: BenchOptions) -> Result<Report, String> {
     let mut rows = Vec::new();
     for (mode, stream) in [("non-stream", false), ("stream", true)] {
         for conc in [1, opts.concurrency] {
+            if !opts.wants(stream, conc) {
+                continue;
+            }
             // Warm every path's connection pool first.
             for url in [
                 format!("{upstream}/v1/chat/completions"),
@@ -204,6 +246,7 @@ pub async fn run(opts: BenchOptions) -> Result<Report, String> {
                 opts.duration,
             )
             .await;
+            let cpu0 = pass_child.cpu_seconds();
             let pass = load::run(
                 &format!("http://{pass_addr}/v1/chat/completions"),
                 stream,
@@ -211,6 +254,10 @@ pub async fn run(opts: BenchOptions) -> Result<Report, String> {
                 opts.duration,
             )
             .await;
+            let cpu_pass = pass_child
+                .cpu_seconds()
+                .zip(cpu0)
+                .map(|(b, a)| (b - a) / pass.requests.max(1) as f64 * 1000.0);
             let cpu0 = gw_on.cpu_seconds();
             let on = load::run(
                 &format!("{}/v1/chat/completions", gw_on.base_url),
@@ -248,14 +295,19 @@ pub async fn run(opts: BenchOptions) -> Result<Report, String> {
                 stats: s.clone(),
             };
             rows.push(row("direct", &direct, None));
-            rows.push(row("passthrough", &pass, None));
+            rows.push(row("passthrough", &pass, cpu_pass));
             rows.push(row("gateway", &on, cpu_on));
             rows.push(row("gateway-off", &off, cpu_off));
         }
     }
-    let micro = match micro::run(20_000, opts.chunks) {
-        Ok(m) => Some(m),
-        Err(e) => {
+    let micro = match opts
+        .only
+        .is_empty()
+        .then(|| micro::run(20_000, opts.chunks))
+    {
+        None => None,
+        Some(Ok(m)) => Some(m),
+        Some(Err(e)) => {
             let _ = writeln!(out, "plugin microbenchmark failed: {e}");
             None
         }
@@ -272,6 +324,7 @@ pub async fn run(opts: BenchOptions) -> Result<Report, String> {
     };
     gw_on.stop().await;
     gw_off.stop().await;
+    pass_child.stop().await;
     print_table(&mut out, &report);
     let json = serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?;
     std::fs::write(&opts.out, json).map_err(|e| format!("{}: {e}", opts.out.display()))?;

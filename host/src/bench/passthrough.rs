@@ -1,35 +1,32 @@
-//! The floor: a bare pass-through proxy on the gateway's own HTTP stack (hyper server,
-//! reqwest client), forwarding each request to the upstream and streaming the answer back
-//! with no governance at all.
+//! The floor: a bare pass-through proxy on the gateway's own HTTP stack (an axum server with
+//! `TCP_NODELAY` on client connections, a reqwest client), forwarding each request to the
+//! upstream and streaming the answer back with no governance at all. The benchmark runs it
+//! as its own process (`polygateway bench-passthrough`), like the gateway, so the floor pays
+//! the same process boundary and scheduling as the gateway it is compared with.
 
-use std::convert::Infallible;
 use std::net::SocketAddr;
 
+use axum::Router;
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::{HeaderValue, StatusCode};
+use axum::response::Response;
+use axum::routing::post;
+use axum::serve::ListenerExt;
 use bytes::Bytes;
-use futures_util::TryStreamExt;
-use http_body_util::{BodyExt, StreamBody, combinators::BoxBody};
-use hyper::body::{Frame, Incoming};
-use hyper::server::conn::http1;
-use hyper::service::service_fn;
-use hyper::{Request, Response};
-use hyper_util::rt::TokioIo;
 use tokio::net::TcpListener;
 
-type Body = BoxBody<Bytes, std::io::Error>;
-
-async fn forward(
+#[derive(Clone)]
+struct Floor {
     client: reqwest::Client,
-    upstream: String,
-    req: Request<Incoming>,
-) -> Result<Response<Body>, Infallible> {
-    let body = req
-        .into_body()
-        .collect()
-        .await
-        .map(|b| b.to_bytes())
-        .unwrap_or_default();
-    let sent = client
-        .post(format!("{upstream}/v1/chat/completions"))
+    /// `{upstream}/v1/chat/completions`, parsed once.
+    url: reqwest::Url,
+}
+
+async fn forward(State(floor): State<Floor>, body: Bytes) -> Response {
+    let sent = floor
+        .client
+        .post(floor.url.clone())
         .header("content-type", "application/json")
         .body(body)
         .send()
@@ -37,49 +34,43 @@ async fn forward(
     let resp = match sent {
         Ok(r) => r,
         Err(e) => {
-            let body = http_body_util::Full::new(Bytes::from(e.to_string()))
-                .map_err(|never| match never {})
-                .boxed();
-            let mut resp = Response::new(body);
-            *resp.status_mut() = hyper::StatusCode::BAD_GATEWAY;
-            return Ok(resp);
+            let mut resp = Response::new(Body::from(e.to_string()));
+            *resp.status_mut() = StatusCode::BAD_GATEWAY;
+            return resp;
         }
     };
     let status = resp.status();
     let ctype = resp.headers().get("content-type").cloned();
-    let stream = resp
-        .bytes_stream()
-        .map_ok(Frame::data)
-        .map_err(std::io::Error::other);
-    let mut out = Response::new(BodyExt::boxed(StreamBody::new(stream)));
+    let mut out = Response::new(Body::from_stream(resp.bytes_stream()));
     *out.status_mut() = status;
-    if let Some(c) = ctype {
-        out.headers_mut().insert("content-type", c);
-    }
-    Ok(out)
+    out.headers_mut().insert(
+        "content-type",
+        ctype.unwrap_or(HeaderValue::from_static("application/json")),
+    );
+    out
 }
 
-/// Serve on a free loopback port, forwarding to `upstream` (`http://host:port`).
-pub async fn start(upstream: String) -> std::io::Result<SocketAddr> {
-    let listener = TcpListener::bind("127.0.0.1:0").await?;
-    let addr = listener.local_addr()?;
+/// Serve on `listen` (port 0: a free one), forwarding `POST /v1/chat/completions` to
+/// `upstream` (`http://host:port`). Returns the bound address; the server runs in the
+/// background.
+pub async fn start(listen: SocketAddr, upstream: String) -> std::io::Result<SocketAddr> {
+    let url = reqwest::Url::parse(&format!("{upstream}/v1/chat/completions"))
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
     let client = reqwest::Client::builder()
         .tcp_nodelay(true)
         .no_proxy()
         .build()
         .map_err(std::io::Error::other)?;
+    let listener = TcpListener::bind(listen).await?;
+    let addr = listener.local_addr()?;
+    let app = Router::new()
+        .route("/v1/chat/completions", post(forward))
+        .with_state(Floor { client, url });
+    let listener = listener.tap_io(|tcp| {
+        let _ = tcp.set_nodelay(true);
+    });
     tokio::spawn(async move {
-        while let Ok((stream, _)) = listener.accept().await {
-            let _ = stream.set_nodelay(true);
-            let client = client.clone();
-            let upstream = upstream.clone();
-            tokio::spawn(async move {
-                let svc = service_fn(move |req| forward(client.clone(), upstream.clone(), req));
-                let _ = http1::Builder::new()
-                    .serve_connection(TokioIo::new(stream), svc)
-                    .await;
-            });
-        }
+        let _ = axum::serve(listener, app).await;
     });
     Ok(addr)
 }

@@ -1,5 +1,6 @@
-//! The gateway under test as a child `polygateway serve` process, and what `/proc` says about
-//! it: CPU seconds (utime + stime), current and peak RSS.
+//! The servers under test as child processes of this executable — the gateway (`serve`) and
+//! the pass-through floor (`bench-passthrough`), so both pay the same process boundary — and
+//! what `/proc` says about them: CPU seconds (utime + stime), current and peak RSS.
 
 use std::process::Stdio;
 use std::time::Duration;
@@ -11,7 +12,7 @@ use tokio::process::{Child, Command};
 /// architecture.
 const USER_HZ: f64 = 100.0;
 
-/// A running gateway process.
+/// A running child server (gateway or pass-through).
 pub struct GatewayChild {
     child: Child,
     pub base_url: String,
@@ -22,14 +23,29 @@ pub struct GatewayChild {
 impl GatewayChild {
     /// Start `serve` from this executable with `env` (plus PATH/HOME), on a free port.
     pub async fn start(env: &[(String, String)]) -> Result<Self, String> {
+        Self::spawn(&["serve"], env).await
+    }
+
+    /// Start the bare pass-through proxy (`bench-passthrough`) forwarding to `upstream`.
+    pub async fn passthrough(upstream: &str) -> Result<Self, String> {
+        Self::spawn(&["bench-passthrough", "--upstream", upstream], &[]).await
+    }
+
+    /// Start this executable with `args` and `env` (plus PATH/HOME); its first stdout line
+    /// must be `polygateway listening on <base URL>`.
+    async fn spawn(args: &[&str], env: &[(String, String)]) -> Result<Self, String> {
         let exe = std::env::current_exe().map_err(|e| e.to_string())?;
         let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
         let mut cmd = Command::new(exe);
-        cmd.arg("serve")
+        cmd.args(args)
             .current_dir(dir.path())
             .env_clear()
             .env("PATH", std::env::var("PATH").unwrap_or_default())
             .env("HOME", std::env::var("HOME").unwrap_or_default())
+            // Runtime and allocator tuning reaches the servers under test.
+            .envs(std::env::vars().filter(|(k, _)| {
+                k == "TOKIO_WORKER_THREADS" || k == "MALLOC_CONF" || k == "_RJEM_MALLOC_CONF"
+            }))
             .env("PGW_LISTEN", "127.0.0.1:0")
             .env("PGW_LOG", "warn")
             .stdin(Stdio::null())
@@ -45,7 +61,7 @@ impl GatewayChild {
         let mut lines = BufReader::new(stdout).lines();
         let line = tokio::time::timeout(Duration::from_secs(60), lines.next_line())
             .await
-            .map_err(|_| "gateway did not start within 60 s".to_string())?
+            .map_err(|_| format!("`{}` did not start within 60 s", args.join(" ")))?
             .map_err(|e| e.to_string())?
             .ok_or("gateway exited before listening")?;
         let base_url = line

@@ -40,15 +40,31 @@ pub(crate) async fn run_call(
     };
     let mut st = CallState::new();
     // If this future is dropped before the call ends (the client went away, the embedding
-    // task was aborted), the guard still writes the call's terminal row.
+    // task was aborted), the guard still writes the call's terminal row. The row is built
+    // only then, from the call's ids (the state itself is borrowed by the call).
+    let ids = (
+        st.call_id.clone(),
+        st.started,
+        st.created_unix,
+        st.created_at_ms,
+    );
+    let recorder = &inner.recorder;
+    let req_ref = &req;
     let mut cancelled = CancelGuard {
         inner: inner.clone(),
-        row: Some({
+        row: Some(move || {
+            let mut at_start = CallState::new();
+            (
+                at_start.call_id,
+                at_start.started,
+                at_start.created_unix,
+                at_start.created_at_ms,
+            ) = ids;
             let mut row = rows::terminal_row(
-                &inner.recorder,
+                recorder,
                 scope,
-                &req,
-                &st,
+                req_ref,
+                &at_start,
                 &Err(GatewayError::Internal(String::new())),
                 std::time::Duration::ZERO,
             );
@@ -103,16 +119,17 @@ pub(crate) async fn run_call(
 
 /// Writes a `cancelled` terminal row when a call's future is dropped before it ends
 /// (attempts and source unknown at that point: NULL).
-pub(crate) struct CancelGuard {
+pub(crate) struct CancelGuard<F: FnOnce() -> crate::telemetry::CallRow> {
     pub inner: Arc<Inner>,
-    /// The row to write if dropped; set to `None` once the call wrote its own.
-    pub row: Option<crate::telemetry::CallRow>,
+    /// Builds the row to write if dropped; set to `None` once the call wrote its own.
+    pub row: Option<F>,
     pub started: tokio::time::Instant,
 }
 
-impl Drop for CancelGuard {
+impl<F: FnOnce() -> crate::telemetry::CallRow> Drop for CancelGuard<F> {
     fn drop(&mut self) {
-        if let Some(mut row) = self.row.take() {
+        if let Some(build) = self.row.take() {
+            let mut row = build();
             row.total_latency_ms = Some(self.started.elapsed().as_millis() as u64);
             self.inner.recorder.record(row);
         }

@@ -66,6 +66,8 @@ pub(crate) struct SourceRuntime {
     pub info: SourceInfo,
     /// The full base URL without a trailing slash.
     pub base_url: String,
+    /// The last plugin path sent to and its parsed URL (`upstream::url_of`).
+    pub last_url: arc_swap::ArcSwapOption<(String, reqwest::Url)>,
 }
 
 impl SourceRuntime {
@@ -404,6 +406,7 @@ impl Gateway {
                 sources.push(SourceRuntime {
                     info: source_info(s),
                     base_url: s.base_url.clone(),
+                    last_url: arc_swap::ArcSwapOption::empty(),
                     component,
                     settings: s.clone(),
                 });
@@ -664,13 +667,17 @@ impl Gateway {
     /// is free until then), then deltas, then `End` with the whole answer. A failure before
     /// `Start` is the stream's only item; a failure after it is its last item, and the answer
     /// must then be treated as incomplete. Dropping the stream cancels the call.
+    ///
+    /// The call runs inside the stream, as it is polled, in the caller's task: no task is
+    /// spawned, so handing a burst of deltas to the caller is not a wake-up of another
+    /// thread. Like any Rust stream, nothing happens until it is polled.
     pub fn chat_stream(
         &self,
         req: ChatRequest,
     ) -> impl Stream<Item = CallEvent> + Send + 'static + use<> {
         let (tx, rx) = event_channel(CALL_EVENT_BATCHES);
         let inner = self.inner();
-        let task = tokio::spawn(async move {
+        let call = async move {
             if let Err(e) = req.validate() {
                 let _ = tx.send(CallEvent::Failed(e)).await;
                 return;
@@ -679,10 +686,10 @@ impl Gateway {
             if let Err(e) = run_call(inner, req, &mut sink).await {
                 let _ = tx.send(CallEvent::Failed(e)).await;
             }
-        });
+        };
         CallStream {
             rx,
-            _guard: AbortOnDrop(task),
+            call: Some(Box::pin(call)),
         }
     }
 }
@@ -816,18 +823,14 @@ fn restart_required(started: &Settings, new: &Settings) -> Vec<&'static str> {
     keys
 }
 
-struct AbortOnDrop(tokio::task::JoinHandle<()>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
-}
-
-/// The stream returned by `chat_stream`; dropping it aborts the call's task.
+/// The stream returned by `chat_stream`: the call's future and its event channel. Polling
+/// hands out the events already sent; when there are none it drives the call, which sends
+/// more (or ends). Dropping the stream drops the call (its guards settle and its terminal
+/// row is still written).
 struct CallStream {
     rx: EventRx,
-    _guard: AbortOnDrop,
+    /// The call, until it has ended.
+    call: Option<std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>>,
 }
 
 impl Stream for CallStream {
@@ -836,6 +839,23 @@ impl Stream for CallStream {
         mut self: std::pin::Pin<&mut Self>,
         cx: &mut std::task::Context<'_>,
     ) -> std::task::Poll<Option<CallEvent>> {
-        self.rx.poll_recv(cx)
+        use std::task::Poll;
+        loop {
+            if let Poll::Ready(ev) = self.rx.poll_recv(cx) {
+                return Poll::Ready(ev);
+            }
+            let Some(call) = self.call.as_mut() else {
+                // The call ended and every event it sent was handed out.
+                return Poll::Ready(None);
+            };
+            if call.as_mut().poll(cx).is_ready() {
+                // Its senders are gone: what it sent comes out, then the end.
+                self.call = None;
+                continue;
+            }
+            // The call waits (upstream, back-off, a full channel never: it was empty);
+            // hand out whatever it sent during this poll.
+            return self.rx.poll_recv(cx);
+        }
     }
 }

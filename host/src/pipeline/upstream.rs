@@ -108,12 +108,14 @@ pub(crate) fn request_headers(
     Ok(map)
 }
 
-/// The URL of a plugin path (must start with `/`) on the source.
+/// The URL of a plugin path (must start with `/`) on the source. A plugin names the same
+/// path call after call, so the source keeps the last one parsed: the URL is parsed once, not
+/// per request. A path that does not make a valid URL is a fault of `function`.
 pub(crate) fn url_of(
     source: &SourceRuntime,
     function: &'static str,
     path: &str,
-) -> Result<String, AttemptFailure> {
+) -> Result<reqwest::Url, AttemptFailure> {
     if !path.starts_with('/') {
         return Err(fault(
             source,
@@ -121,7 +123,18 @@ pub(crate) fn url_of(
             format!("path `{path}` does not start with `/`"),
         ));
     }
-    Ok(format!("{}{}", source.base_url, path))
+    if let Some(last) = &*source.last_url.load()
+        && last.0 == path
+    {
+        return Ok(last.1.clone());
+    }
+    let full = format!("{}{}", source.base_url, path);
+    let url = reqwest::Url::parse(&full)
+        .map_err(|e| fault(source, function, format!("invalid URL `{full}`: {e}")))?;
+    source
+        .last_url
+        .store(Some(std::sync::Arc::new((path.to_string(), url.clone()))));
+    Ok(url)
 }
 
 /// Map a send result (already bounded by a timeout) to a response or an attempt failure.

@@ -7,14 +7,14 @@ use std::net::SocketAddr;
 use axum::body::Body;
 use axum::extract::{ConnectInfo, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use bytes::Bytes;
 use futures_util::StreamExt;
 
 use super::AppState;
 use super::call_headers::{call_options, header_str};
 use super::errors::{error_response, plain_error};
-use super::sse::{ChunkEncoder, completion_json, done, error_event};
+use super::sse::{ChunkEncoder, completion_body, done, error_event};
 use crate::error::GatewayError;
 use crate::pipeline::{CallEvent, ChatRequest};
 
@@ -89,7 +89,11 @@ pub(crate) async fn chat_completions(
                     .duration_since(std::time::SystemTime::UNIX_EPOCH)
                     .map(|d| d.as_secs())
                     .unwrap_or(0);
-                let mut resp = axum::Json(completion_json(&r, created)).into_response();
+                let mut resp = Response::new(Body::from(completion_body(&r, created)));
+                resp.headers_mut().insert(
+                    axum::http::header::CONTENT_TYPE,
+                    HeaderValue::from_static("application/json"),
+                );
                 set(&mut resp, "x-pgw-call-id", &r.call_id);
                 set(&mut resp, "x-pgw-source", &r.source_name);
                 set(&mut resp, "x-pgw-attempts", r.attempts);

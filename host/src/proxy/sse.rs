@@ -163,7 +163,85 @@ pub(crate) fn usage_json(u: &TokenUsage) -> Value {
     v
 }
 
-/// The non-streamed completion object.
+/// The non-streamed completion object, serialized. Typed and borrowed from the answer (no
+/// intermediate `serde_json::Value`); keys are in the order the `Value` map wrote them
+/// (sorted), so the bytes equal [`completion_json`]'s.
+pub(crate) fn completion_body(r: &ChatResponse, created: u64) -> Vec<u8> {
+    #[derive(serde::Serialize)]
+    struct Completion<'a> {
+        choices: [Choice<'a>; 1],
+        created: u64,
+        id: String,
+        model: &'a str,
+        object: &'static str,
+        usage: Option<Value>,
+    }
+    #[derive(serde::Serialize)]
+    struct Choice<'a> {
+        finish_reason: &'a Option<String>,
+        index: u32,
+        logprobs: Option<()>,
+        message: Message<'a>,
+    }
+    #[derive(serde::Serialize)]
+    struct Message<'a> {
+        content: Option<&'a str>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        reasoning_content: Option<&'a str>,
+        role: &'static str,
+        #[serde(skip_serializing_if = "<[_]>::is_empty")]
+        tool_calls: &'a [ToolCallOut<'a>],
+    }
+    #[derive(serde::Serialize)]
+    struct ToolCallOut<'a> {
+        function: Function<'a>,
+        id: Option<&'a str>,
+        #[serde(rename = "type")]
+        kind: &'static str,
+    }
+    #[derive(serde::Serialize)]
+    struct Function<'a> {
+        arguments: &'a str,
+        name: Option<&'a str>,
+    }
+    let tool_calls: Vec<ToolCallOut<'_>> = r
+        .tool_calls
+        .iter()
+        .map(|t| ToolCallOut {
+            function: Function {
+                arguments: &t.arguments,
+                name: t.name.as_deref(),
+            },
+            id: t.id.as_deref(),
+            kind: "function",
+        })
+        .collect();
+    let body = Completion {
+        choices: [Choice {
+            finish_reason: &r.finish_reason,
+            index: 0,
+            logprobs: None,
+            message: Message {
+                content: (tool_calls.is_empty() || !r.content.is_empty())
+                    .then_some(r.content.as_str()),
+                reasoning_content: r.reasoning.as_deref(),
+                role: "assistant",
+                tool_calls: &tool_calls,
+            },
+        }],
+        created,
+        id: format!("chatcmpl-{}", r.call_id),
+        model: r.model_reported.as_deref().unwrap_or(&r.model),
+        object: "chat.completion",
+        usage: r.usage.as_ref().map(usage_json),
+    };
+    // Serializing borrowed strings and numbers cannot fail.
+    serde_json::to_vec(&body).unwrap_or_default()
+}
+
+/// The non-streamed completion object as a `Value` (the reference the typed
+/// [`completion_body`] is tested against).
+#[cfg(test)]
 pub(crate) fn completion_json(r: &ChatResponse, created: u64) -> Value {
     let mut message = json!({"role": "assistant", "content": r.content});
     if let Some(reasoning) = &r.reasoning {
@@ -209,6 +287,68 @@ mod tests {
             created: 1_700_000_000,
             cache_hit: false,
         })
+    }
+
+    /// The typed completion body is byte for byte the `Value` one, for every shape.
+    #[test]
+    fn completion_body_equals_value_json() {
+        let base = ChatResponse {
+            call_id: "0190-abc".into(),
+            scope: "LLM".into(),
+            content: "Hello \u{1} 漢字".into(),
+            reasoning: None,
+            tool_calls: Vec::new(),
+            finish_reason: Some("stop".into()),
+            usage: None,
+            usage_source: crate::telemetry::UsageSource::Unavailable,
+            model: "m\"odel".into(),
+            model_reported: None,
+            source_name: "llm-openai-1".into(),
+            provider: "openai".into(),
+            attempts: 1,
+            latency_ms: 3,
+            ttft_ms: None,
+            max_inter_token_ms: None,
+            salvaged: false,
+            overhead_us: 10,
+            cache_hit: false,
+            structured: None,
+        };
+        let mut with_all = base.clone();
+        with_all.reasoning = Some("why".into());
+        with_all.model_reported = Some("reported".into());
+        with_all.usage = Some(TokenUsage {
+            prompt_tokens: 8,
+            completion_tokens: 6,
+            cached_prompt_tokens: Some(2),
+            reasoning_tokens: Some(3),
+        });
+        let mut tools_only = base.clone();
+        tools_only.content.clear();
+        tools_only.finish_reason = None;
+        tools_only.tool_calls = vec![
+            crate::pipeline::ToolCall {
+                index: 0,
+                id: Some("call_1".into()),
+                name: Some("f".into()),
+                arguments: "{\"a\":1}".into(),
+            },
+            crate::pipeline::ToolCall {
+                index: 1,
+                id: None,
+                name: None,
+                arguments: String::new(),
+            },
+        ];
+        let mut tools_and_text = tools_only.clone();
+        tools_and_text.content = "text".into();
+        for r in [base, with_all, tools_only, tools_and_text] {
+            let want = serde_json::to_vec(&completion_json(&r, 1_700_000_000)).unwrap();
+            assert_eq!(
+                String::from_utf8(completion_body(&r, 1_700_000_000)).unwrap(),
+                String::from_utf8(want).unwrap()
+            );
+        }
     }
 
     /// The direct writer produces exactly the bytes of the `serde_json::Value` path.

@@ -174,6 +174,7 @@ impl<B: Backend> Writer<B> {
             let mut flush = None;
             let mut next = Some(msg);
             let linger_until = Instant::now() + LINGER;
+            let mut lingered = false;
             loop {
                 while let Some(m) = next.take() {
                     match m {
@@ -187,14 +188,15 @@ impl<B: Backend> Writer<B> {
                         next = rx.try_recv().ok();
                     }
                 }
-                if flush.is_some() || batch.is_empty() || batch.len() >= BATCH {
+                if flush.is_some() || batch.is_empty() || batch.len() >= BATCH || lingered {
                     break;
                 }
                 // Give the rows of calls finishing right now a moment to join this batch.
-                match tokio::time::timeout_at(linger_until, rx.recv()).await {
-                    Ok(Some(m)) => next = Some(m),
-                    Ok(None) | Err(_) => break,
-                }
+                // Sleeping instead of waiting on the queue keeps the writer from waking (a
+                // thread hand-over) once per row: the queue is drained once, after the linger.
+                tokio::time::sleep_until(linger_until).await;
+                lingered = true;
+                next = rx.try_recv().ok();
             }
             if !batch.is_empty() {
                 self.dispatch(std::mem::replace(&mut batch, Vec::with_capacity(BATCH)))

@@ -102,7 +102,7 @@ impl HttpClients {
         &self,
         trust_env: bool,
         method: &str,
-        url: &str,
+        url: &reqwest::Url,
         headers: reqwest::header::HeaderMap,
         body: Vec<u8>,
     ) -> Result<UpstreamResponse, UpstreamError> {
@@ -113,16 +113,16 @@ impl HttpClients {
         } else {
             &self.direct
         };
-        let resp = client
-            .request(method, url)
+        let mut resp = client
+            .request(method, url.clone())
             .headers(headers)
             .body(body)
             .send()
             .await
-            .map_err(|e| request_error(url, &e))?;
+            .map_err(|e| request_error(url.as_str(), &e))?;
         Ok(UpstreamResponse {
             status: resp.status().as_u16(),
-            headers: resp.headers().clone(),
+            headers: std::mem::take(resp.headers_mut()),
             body: UpstreamBody(resp),
         })
     }
@@ -132,7 +132,7 @@ impl HttpClients {
     pub async fn send_multipart(
         &self,
         trust_env: bool,
-        url: &str,
+        url: &reqwest::Url,
         headers: reqwest::header::HeaderMap,
         upload: MultipartUpload,
     ) -> Result<UpstreamResponse, UpstreamError> {
@@ -154,16 +154,16 @@ impl HttpClients {
             form = form.text(name, value);
         }
         form = form.part(upload.file_field, file);
-        let resp = client
-            .post(url)
+        let mut resp = client
+            .post(url.clone())
             .headers(headers)
             .multipart(form)
             .send()
             .await
-            .map_err(|e| request_error(url, &e))?;
+            .map_err(|e| request_error(url.as_str(), &e))?;
         Ok(UpstreamResponse {
             status: resp.status().as_u16(),
-            headers: resp.headers().clone(),
+            headers: std::mem::take(resp.headers_mut()),
             body: UpstreamBody(resp),
         })
     }

@@ -95,6 +95,7 @@ pub mod selector_bindings;
 mod strategy;
 pub mod strategy_bindings;
 mod stream;
+mod stream_fast;
 mod think;
 
 pub use bindings::export_provider;

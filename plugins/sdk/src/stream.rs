@@ -119,6 +119,49 @@ impl ChatStreamParser {
             out.push(Delta::Done);
             return Ok(());
         }
+        if event.event.as_deref() != Some("error")
+            && crate::stream_fast::parse_common(
+                data,
+                &mut self.model_seen,
+                self.think.as_mut(),
+                out,
+            )
+        {
+            return Ok(());
+        }
+        self.parse_value(event, data, out)
+    }
+
+    /// [`Self::parse_event`] without the typed fast path (the reference it is tested
+    /// against).
+    #[cfg(test)]
+    pub(crate) fn parse_event_value(
+        &mut self,
+        event: &SseEvent,
+        out: &mut Vec<Delta>,
+    ) -> Result<(), ClassifiedError> {
+        let data = event.data.trim();
+        if data.is_empty() {
+            return Ok(());
+        }
+        if data == "[DONE]" {
+            if let Some(split) = self.think.as_mut() {
+                split.finish(out);
+            }
+            out.push(Delta::Done);
+            return Ok(());
+        }
+        self.parse_value(event, data, out)
+    }
+
+    /// Parse one event's (trimmed, non-empty, not `[DONE]`) data through a
+    /// `serde_json::Value`: every shape, every lenient rule.
+    fn parse_value(
+        &mut self,
+        event: &SseEvent,
+        data: &str,
+        out: &mut Vec<Delta>,
+    ) -> Result<(), ClassifiedError> {
         let chunk = match serde_json::from_str::<Value>(data) {
             Ok(v @ Value::Object(_)) => v,
             _ if event.event.as_deref() == Some("error") => {

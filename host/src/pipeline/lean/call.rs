@@ -120,13 +120,16 @@ impl LeanCall {
 
     /// A guard that writes a `cancelled` terminal row if the call's future is dropped
     /// before it writes its own (set the guard's `row` to `None` then).
-    pub(crate) fn cancel_guard(&self, inner: Arc<Inner>) -> CancelGuard {
+    pub(crate) fn cancel_guard(
+        &self,
+        inner: Arc<Inner>,
+    ) -> CancelGuard<impl FnOnce() -> CallRow + use<>> {
         let mut row = self.row(RowKind::TerminalFailure, &self.call_id, self.created_at_ms);
         row.error_type = Some("cancelled".into());
         row.error = Some("the caller went away before the call finished".into());
         CancelGuard {
             inner,
-            row: Some(row),
+            row: Some(move || row),
             started: self.started,
         }
     }

@@ -68,9 +68,19 @@ pub(crate) async fn download(
             Err(m) => return Err(fault(source, f, m)),
         }
     }
-    let send = inner
-        .http
-        .send(source.settings.trust_env, "GET", url, headers, Vec::new());
+    let parsed = reqwest::Url::parse(url).map_err(|e| {
+        transient(
+            format!("the layout archive URL `{url}` is invalid: {e}"),
+            "archive_download",
+        )
+    })?;
+    let send = inner.http.send(
+        source.settings.trust_env,
+        "GET",
+        &parsed,
+        headers,
+        Vec::new(),
+    );
     let mut resp = sent(source, f, tokio::time::timeout_at(deadline, send).await)?;
     if !(200..300).contains(&resp.status) {
         // The archive link came from the service itself: a missing or failing download is
