@@ -425,3 +425,43 @@ fn print_table(out: &mut impl Write, r: &Report) {
         f(d.wasm_vs_native_end_to_end, "×")
     );
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn opts(only: &[RowFilter]) -> BenchOptions {
+        BenchOptions {
+            duration: Duration::from_secs(1),
+            chunks: 64,
+            concurrency: 64,
+            out: "bench.json".into(),
+            only: only.to_vec(),
+        }
+    }
+
+    /// Each (stream, concurrency) row in the order the benchmark runs them.
+    fn selected(only: &[RowFilter]) -> Vec<(bool, usize)> {
+        let o = opts(only);
+        [(false, 1), (false, 64), (true, 1), (true, 64)]
+            .into_iter()
+            .filter(|&(s, c)| o.wants(s, c))
+            .collect()
+    }
+
+    #[test]
+    fn only_selects_rows_by_mode_and_level() {
+        use RowFilter::*;
+        assert_eq!(
+            selected(&[]),
+            vec![(false, 1), (false, 64), (true, 1), (true, 64)]
+        );
+        assert_eq!(selected(&[Stream]), vec![(true, 1), (true, 64)]);
+        assert_eq!(selected(&[C1]), vec![(false, 1), (true, 1)]);
+        assert_eq!(selected(&[NonStream, High]), vec![(false, 64)]);
+        assert_eq!(
+            selected(&[NonStream, Stream, High]),
+            vec![(false, 64), (true, 64)]
+        );
+    }
+}

@@ -1,0 +1,67 @@
+//! The benchmark's floor, `polygateway bench-passthrough`, as the benchmark runs it: its own
+//! process in front of the real mock upstream. A floor that changed or lost bytes would make
+//! every ratio of the benchmark meaningless, so its answers must equal the upstream's exactly.
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use polygateway_tests::{hits, mock};
+use serde_json::json;
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::Command;
+
+async fn post(url: &str, stream: bool) -> (u16, String, Vec<u8>) {
+    let resp = reqwest::Client::new()
+        .post(url)
+        .json(&json!({
+            "model": "m",
+            "messages": [{"role": "user", "content": "floor"}],
+            "stream": stream,
+        }))
+        .send()
+        .await
+        .expect("request");
+    let status = resp.status().as_u16();
+    let ctype = resp.headers()["content-type"]
+        .to_str()
+        .expect("content-type")
+        .to_string();
+    (status, ctype, resp.bytes().await.expect("body").to_vec())
+}
+
+#[tokio::test]
+async fn the_floor_forwards_answers_byte_for_byte() {
+    let m = mock().await;
+    let upstream = format!("http://{}/sc/floor", m.addr);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_polygateway"))
+        .args(["bench-passthrough", "--upstream", &upstream])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn the floor");
+    let stdout = child.stdout.take().expect("stdout");
+    let line = tokio::time::timeout(
+        Duration::from_secs(60),
+        BufReader::new(stdout).lines().next_line(),
+    )
+    .await
+    .expect("the floor starts")
+    .expect("stdout readable")
+    .expect("a first line");
+    let floor = line
+        .strip_prefix("polygateway listening on ")
+        .expect("the listening line")
+        .trim()
+        .to_string();
+
+    for stream in [false, true] {
+        let direct = post(&format!("{upstream}/v1/chat/completions"), stream).await;
+        let through = post(&format!("{floor}/v1/chat/completions"), stream).await;
+        assert_eq!(direct.0, 200);
+        assert_eq!(through, direct, "stream: {stream}");
+    }
+    // Two calls each way, one upstream hit per call.
+    assert_eq!(hits(&m, "floor").await.len(), 4);
+    let _ = child.kill().await;
+}
