@@ -5,6 +5,7 @@
 //! and on one partitioned by `created_at`, whose unique keys must include the partition key).
 
 use std::str::FromStr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
@@ -154,8 +155,9 @@ impl Backend for PostgresBackend {
     async fn insert(
         &self,
         columns: &[&'static Column],
-        rows: &[CallRow],
+        rows: Arc<[CallRow]>,
     ) -> Result<(), WriteError> {
+        let rows = &rows[..];
         let mut qb = QueryBuilder::<Postgres>::new("INSERT INTO ");
         qb.push(schema::TABLE).push(" (");
         let names: Vec<&str> = columns.iter().map(|c| c.name).collect();

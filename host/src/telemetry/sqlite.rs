@@ -1,14 +1,17 @@
 //! The SQLite backend (the default): one file, WAL with `synchronous=NORMAL`, a busy timeout,
-//! `INSERT OR IGNORE` on the `call_id` primary key, multi-row inserts with bound parameters.
+//! `INSERT OR IGNORE` on the `call_id` primary key. One connection lives on a thread of its
+//! own (`pgw-sqlite`, rusqlite, at a lower priority on Linux): a batch is one transaction of a
+//! cached single-row statement, so binding and writing rows never runs on the async runtime's
+//! worker threads (where the multi-row statement built per batch cost the gateway ~13 µs per
+//! call and the calls' tail latency at concurrency 1; `polygateway bench`).
 
-use std::path::Path;
-use std::str::FromStr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::mpsc;
 use std::time::Duration;
 
-use sqlx::sqlite::{
-    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
-};
-use sqlx::{QueryBuilder, Sqlite};
+use rusqlite::{Connection, ToSql, params_from_iter};
+use tokio::sync::oneshot;
 
 use super::row::CallRow;
 use super::schema::{self, Column, SchemaBackend, SqlValue};
@@ -17,40 +20,72 @@ use crate::config::SchemaMode;
 
 /// How long a write waits for a lock held by another process.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+/// The writer thread's nice value (Linux): when CPU is short, the calls it records run first.
+#[cfg(target_os = "linux")]
+const WRITER_NICE: i32 = 10;
+
+/// Work for the connection's thread; each answers on its oneshot.
+enum Job {
+    Prepare(oneshot::Sender<Result<Prepared, WriteError>>),
+    Insert {
+        columns: Vec<&'static Column>,
+        rows: Arc<[CallRow]>,
+        done: oneshot::Sender<Result<(), WriteError>>,
+    },
+    #[cfg(test)]
+    Execute(String, oneshot::Sender<Result<(), WriteError>>),
+}
 
 /// Telemetry into a SQLite file.
 pub(crate) struct SqliteBackend {
-    pool: SqlitePool,
-    mode: SchemaMode,
+    jobs: mpsc::Sender<Job>,
 }
 
 impl SqliteBackend {
-    /// A backend on `path` (created if missing on the first `prepare`).
+    /// A backend on `path` (created if missing on the first `prepare`). Starts the
+    /// connection's thread; the file is opened by the first job.
     pub(crate) fn new(path: &Path, mode: SchemaMode) -> Result<Self, WriteError> {
-        let opts = SqliteConnectOptions::from_str(&format!("sqlite://{}", path.display()))
-            .map_err(|e| WriteError::Fatal(format!("{}: {e}", path.display())))?
-            .create_if_missing(true)
-            .journal_mode(SqliteJournalMode::Wal)
-            // In WAL mode NORMAL syncs at checkpoints instead of at every commit: the file
-            // stays consistent on a crash, and a power loss can cost the last few batches of
-            // telemetry, never the calls themselves. FULL fsyncs the WAL at every insert,
-            // which showed in the gateway's profile at low load (`polygateway bench`).
-            .synchronous(SqliteSynchronous::Normal)
-            .busy_timeout(BUSY_TIMEOUT);
-        let pool = SqlitePoolOptions::new()
-            .max_connections(1)
-            .min_connections(0)
-            .acquire_timeout(BUSY_TIMEOUT * 2)
-            .connect_lazy_with(opts);
-        Ok(Self { pool, mode })
+        let (jobs, rx) = mpsc::channel();
+        let mut conn = Conn {
+            path: path.to_path_buf(),
+            mode,
+            db: None,
+        };
+        std::thread::Builder::new()
+            .name("pgw-sqlite".into())
+            .spawn(move || {
+                #[cfg(target_os = "linux")]
+                if let Err(e) = rustix::process::setpriority_process(
+                    Some(rustix::thread::gettid()),
+                    WRITER_NICE,
+                ) {
+                    tracing::debug!(error = %e, "cannot lower the SQLite thread's priority");
+                }
+                // Ends when the backend (every sender) is dropped.
+                while let Ok(job) = rx.recv() {
+                    conn.run(job);
+                }
+            })
+            .map_err(|e| WriteError::Fatal(format!("cannot start the SQLite thread: {e}")))?;
+        Ok(Self { jobs })
     }
 
-    async fn columns(&self) -> Result<Vec<String>, WriteError> {
-        sqlx::query_scalar::<_, String>("SELECT name FROM pragma_table_info(?)")
-            .bind(schema::TABLE)
-            .fetch_all(&self.pool)
-            .await
-            .map_err(classify)
+    async fn ask<T>(
+        &self,
+        job: impl FnOnce(oneshot::Sender<Result<T, WriteError>>) -> Job,
+    ) -> Result<T, WriteError> {
+        let (tx, rx) = oneshot::channel();
+        self.jobs
+            .send(job(tx))
+            .map_err(|_| WriteError::Fatal("the SQLite thread is gone".into()))?;
+        rx.await
+            .map_err(|_| WriteError::Fatal("the SQLite thread is gone".into()))?
+    }
+
+    /// Run one statement (tests shape old tables with it).
+    #[cfg(test)]
+    async fn execute(&self, sql: &str) -> Result<(), WriteError> {
+        self.ask(|tx| Job::Execute(sql.to_string(), tx)).await
     }
 }
 
@@ -64,94 +99,190 @@ impl Backend for SqliteBackend {
     }
 
     async fn prepare(&self) -> Result<Prepared, WriteError> {
-        let mut existing = self.columns().await?;
-        if existing.is_empty() {
-            sqlx::query(&schema::create_table_sql(SchemaBackend::Sqlite))
-                .execute(&self.pool)
-                .await
-                .map_err(classify)?;
-            existing = self.columns().await?;
-        }
-        let missing = schema::missing_columns(&existing);
-        if self.mode == SchemaMode::Auto && !missing.is_empty() {
-            for c in &missing {
-                let sql = schema::add_column_sql(SchemaBackend::Sqlite, c);
-                match sqlx::query(&sql).execute(&self.pool).await {
-                    Ok(_) => tracing::info!(column = c.name, "telemetry: added column ({sql})"),
-                    Err(e) => {
-                        tracing::warn!(column = c.name, error = %e, "telemetry: cannot add column ({sql})")
-                    }
-                }
-            }
-            existing = self.columns().await?;
-        }
-        Ok(Prepared {
-            columns: schema::present_columns(&existing),
-            missing: schema::missing_columns(&existing),
-        })
+        self.ask(Job::Prepare).await
     }
 
     async fn insert(
         &self,
         columns: &[&'static Column],
-        rows: &[CallRow],
+        rows: Arc<[CallRow]>,
     ) -> Result<(), WriteError> {
-        let mut qb = QueryBuilder::<Sqlite>::new("INSERT OR IGNORE INTO ");
-        qb.push(schema::TABLE).push(" (");
-        let names: Vec<&str> = columns.iter().map(|c| c.name).collect();
-        qb.push(names.join(", ")).push(") ");
-        qb.push_values(rows, |mut b, row| {
-            for c in columns {
-                match schema::value(row, c.name) {
-                    SqlValue::Text(v) | SqlValue::Json(v) => {
-                        b.push_bind(v);
-                    }
-                    SqlValue::Integer(v) => {
-                        b.push_bind(v);
-                    }
-                    SqlValue::Real(v) => {
-                        b.push_bind(v);
-                    }
-                    SqlValue::Bool(v) => {
-                        b.push_bind(i64::from(v));
-                    }
-                    SqlValue::Timestamp(ms) => {
-                        b.push_bind(ms);
-                    }
+        let columns = columns.to_vec();
+        self.ask(|done| Job::Insert {
+            columns,
+            rows,
+            done,
+        })
+        .await
+    }
+}
+
+/// The connection's thread: the file, opened on first use (and again after a failure).
+struct Conn {
+    path: PathBuf,
+    mode: SchemaMode,
+    db: Option<Connection>,
+}
+
+impl Conn {
+    fn run(&mut self, job: Job) {
+        match job {
+            Job::Prepare(done) => {
+                let _ = done.send(self.with_db(prepare));
+            }
+            Job::Insert {
+                columns,
+                rows,
+                done,
+            } => {
+                let _ = done.send(self.with_db(|db, _| insert(db, &columns, &rows)));
+            }
+            #[cfg(test)]
+            Job::Execute(sql, done) => {
+                let _ = done.send(self.with_db(|db, _| db.execute_batch(&sql).map_err(classify)));
+            }
+        }
+    }
+
+    /// Run `f` on the open connection; an environment failure closes it, so the next job
+    /// opens the file again.
+    fn with_db<T>(
+        &mut self,
+        f: impl FnOnce(&mut Connection, SchemaMode) -> Result<T, WriteError>,
+    ) -> Result<T, WriteError> {
+        if self.db.is_none() {
+            self.db = Some(open(&self.path)?);
+        }
+        let Some(db) = self.db.as_mut() else {
+            return Err(WriteError::Environment("no connection".into()));
+        };
+        let out = f(db, self.mode);
+        if matches!(out, Err(WriteError::Environment(_))) {
+            self.db = None;
+        }
+        out
+    }
+}
+
+fn open(path: &Path) -> Result<Connection, WriteError> {
+    let db = Connection::open(path)
+        .map_err(|e| WriteError::Environment(format!("cannot open {}: {}", path.display(), e)))?;
+    db.busy_timeout(BUSY_TIMEOUT).map_err(classify)?;
+    // In WAL mode NORMAL syncs at checkpoints instead of at every commit: the file stays
+    // consistent on a crash, and a power loss can cost the last few batches of telemetry,
+    // never the calls themselves. FULL fsyncs the WAL at every insert, which showed in the
+    // gateway's profile at low load (`polygateway bench`).
+    db.pragma_update(None, "journal_mode", "WAL")
+        .map_err(classify)?;
+    db.pragma_update(None, "synchronous", "NORMAL")
+        .map_err(classify)?;
+    Ok(db)
+}
+
+fn columns(db: &Connection) -> Result<Vec<String>, WriteError> {
+    let mut stmt = db
+        .prepare("SELECT name FROM pragma_table_info(?1)")
+        .map_err(classify)?;
+    let names = stmt
+        .query_map([schema::TABLE], |r| r.get::<_, String>(0))
+        .map_err(classify)?
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(classify)?;
+    Ok(names)
+}
+
+/// Probe the table, create it if missing, add missing columns in auto mode.
+fn prepare(db: &mut Connection, mode: SchemaMode) -> Result<Prepared, WriteError> {
+    let mut existing = columns(db)?;
+    if existing.is_empty() {
+        db.execute_batch(&schema::create_table_sql(SchemaBackend::Sqlite))
+            .map_err(classify)?;
+        existing = columns(db)?;
+    }
+    let missing = schema::missing_columns(&existing);
+    if mode == SchemaMode::Auto && !missing.is_empty() {
+        for c in &missing {
+            let sql = schema::add_column_sql(SchemaBackend::Sqlite, c);
+            match db.execute_batch(&sql) {
+                Ok(()) => tracing::info!(column = c.name, "telemetry: added column ({sql})"),
+                Err(e) => {
+                    tracing::warn!(column = c.name, error = %e, "telemetry: cannot add column ({sql})")
                 }
             }
-        });
-        qb.build()
-            .execute(&self.pool)
-            .await
-            .map(|_| ())
-            .map_err(classify)
+        }
+        existing = columns(db)?;
     }
+    Ok(Prepared {
+        columns: schema::present_columns(&existing),
+        missing: schema::missing_columns(&existing),
+    })
+}
+
+/// One row's value of one column, as SQLite binds it.
+struct Bound<'a>(SqlValue<'a>);
+
+impl ToSql for Bound<'_> {
+    fn to_sql(&self) -> rusqlite::Result<rusqlite::types::ToSqlOutput<'_>> {
+        use rusqlite::types::{ToSqlOutput, Value, ValueRef};
+        Ok(match self.0 {
+            SqlValue::Text(v) | SqlValue::Json(v) => match v {
+                Some(s) => ToSqlOutput::Borrowed(ValueRef::Text(s.as_bytes())),
+                None => ToSqlOutput::Owned(Value::Null),
+            },
+            SqlValue::Integer(v) => match v {
+                Some(i) => ToSqlOutput::Owned(Value::Integer(i)),
+                None => ToSqlOutput::Owned(Value::Null),
+            },
+            SqlValue::Real(v) => match v {
+                Some(f) => ToSqlOutput::Owned(Value::Real(f)),
+                None => ToSqlOutput::Owned(Value::Null),
+            },
+            SqlValue::Bool(b) => ToSqlOutput::Owned(Value::Integer(i64::from(b))),
+            SqlValue::Timestamp(ms) => ToSqlOutput::Owned(Value::Integer(ms)),
+        })
+    }
+}
+
+/// Insert `rows` in one transaction (all or none, like one multi-row statement), one cached
+/// single-row `INSERT OR IGNORE` per row.
+fn insert(
+    db: &mut Connection,
+    columns: &[&'static Column],
+    rows: &[CallRow],
+) -> Result<(), WriteError> {
+    let names: Vec<&str> = columns.iter().map(|c| c.name).collect();
+    let marks: Vec<String> = (1..=columns.len()).map(|i| format!("?{i}")).collect();
+    let sql = format!(
+        "INSERT OR IGNORE INTO {} ({}) VALUES ({})",
+        schema::TABLE,
+        names.join(", "),
+        marks.join(", ")
+    );
+    let tx = db.transaction().map_err(classify)?;
+    {
+        let mut stmt = tx.prepare_cached(&sql).map_err(classify)?;
+        for row in rows {
+            let values = names.iter().map(|n| Bound(schema::value(row, n)));
+            stmt.execute(params_from_iter(values)).map_err(classify)?;
+        }
+    }
+    tx.commit().map_err(classify)
 }
 
 /// Environment-level: busy, locked, read-only, I/O, corrupt, full, cannot open, not a
 /// database. A vanished table or column: schema changed. Anything else concerns the data.
-fn classify(e: sqlx::Error) -> WriteError {
+fn classify(e: rusqlite::Error) -> WriteError {
     match &e {
-        sqlx::Error::Database(db) => {
-            let code = db
-                .code()
-                .and_then(|c| c.parse::<i32>().ok())
-                .map(|c| c & 0xff);
-            let msg = db.message();
-            match code {
-                Some(5 | 6 | 8 | 10 | 11 | 13 | 14 | 26) => WriteError::Environment(e.to_string()),
-                Some(1) if msg.contains("no such table") || msg.contains("no column") => {
+        rusqlite::Error::SqliteFailure(f, msg) => {
+            let msg = msg.as_deref().unwrap_or_default();
+            match f.extended_code & 0xff {
+                5 | 6 | 8 | 10 | 11 | 13 | 14 | 26 => WriteError::Environment(e.to_string()),
+                1 if msg.contains("no such table") || msg.contains("no column") => {
                     WriteError::SchemaChanged(e.to_string())
                 }
                 _ => WriteError::Rows(e.to_string()),
             }
         }
-        sqlx::Error::Configuration(_) => WriteError::Fatal(e.to_string()),
-        sqlx::Error::Io(_)
-        | sqlx::Error::PoolTimedOut
-        | sqlx::Error::PoolClosed
-        | sqlx::Error::WorkerCrashed => WriteError::Environment(e.to_string()),
         _ => WriteError::Rows(e.to_string()),
     }
 }
@@ -161,14 +292,17 @@ mod tests {
     use super::*;
     use crate::telemetry::RowKind;
 
+    fn all(rows: &[CallRow]) -> Arc<[CallRow]> {
+        rows.to_vec().into()
+    }
+
     #[tokio::test]
     async fn creates_inserts_idempotently_and_adds_missing_columns_in_auto_mode() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("t.db");
         // An old table of the first cut: no `messages` … `meta`.
         let old = SqliteBackend::new(&path, SchemaMode::Manual).unwrap();
-        sqlx::query("CREATE TABLE llm_calls (call_id TEXT PRIMARY KEY, logical_call_id TEXT NOT NULL, event TEXT NOT NULL, scope TEXT NOT NULL, usage_source TEXT NOT NULL, created_at INTEGER NOT NULL)")
-            .execute(&old.pool)
+        old.execute("CREATE TABLE llm_calls (call_id TEXT PRIMARY KEY, logical_call_id TEXT NOT NULL, event TEXT NOT NULL, scope TEXT NOT NULL, usage_source TEXT NOT NULL, created_at INTEGER NOT NULL)")
             .await
             .unwrap();
         let p = old.prepare().await.unwrap();
@@ -176,7 +310,7 @@ mod tests {
         assert_eq!(p.missing.len(), schema::COLUMNS.len() - 6);
         let mut row = CallRow::new(RowKind::Attempt, "a1", "l1", "LLM", 7);
         row.tenant_id = Some("acme".into());
-        old.insert(&p.columns, &[row.clone(), row.clone()])
+        old.insert(&p.columns, all(&[row.clone(), row.clone()]))
             .await
             .unwrap();
 
@@ -185,16 +319,58 @@ mod tests {
         assert!(p.missing.is_empty());
         assert_eq!(p.columns.len(), schema::COLUMNS.len());
         row.call_id = "a2".into();
-        auto.insert(&p.columns, &[row.clone()]).await.unwrap();
-        auto.insert(&p.columns, &[row]).await.unwrap();
-        let tenants: Vec<(String, String)> =
-            sqlx::query_as("SELECT call_id, tenant_id FROM llm_calls ORDER BY call_id")
-                .fetch_all(&auto.pool)
-                .await
-                .unwrap();
+        auto.insert(&p.columns, all(&[row.clone()])).await.unwrap();
+        auto.insert(&p.columns, all(&[row])).await.unwrap();
+        let db = Connection::open(&path).unwrap();
+        let mut stmt = db
+            .prepare("SELECT call_id, tenant_id FROM llm_calls ORDER BY call_id")
+            .unwrap();
+        let tenants: Vec<(String, String)> = stmt
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
         assert_eq!(
             tenants,
             vec![("a1".into(), "".into()), ("a2".into(), "acme".into())]
         );
+    }
+
+    /// A batch with a refused row writes nothing (one transaction), and says why; a vanished
+    /// table is a schema change.
+    #[tokio::test]
+    async fn a_refused_batch_writes_nothing_and_a_dropped_table_is_a_schema_change() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.db");
+        let b = SqliteBackend::new(&path, SchemaMode::Manual).unwrap();
+        // `OR IGNORE` skips constraint violations; a trigger's ABORT still refuses a row.
+        b.execute("CREATE TABLE llm_calls (call_id TEXT PRIMARY KEY, logical_call_id TEXT NOT NULL, event TEXT NOT NULL, scope TEXT NOT NULL, usage_source TEXT NOT NULL, created_at INTEGER NOT NULL); CREATE TRIGGER refuse BEFORE INSERT ON llm_calls WHEN NEW.logical_call_id = 'refused' BEGIN SELECT RAISE(ABORT, 'refused row'); END")
+            .await
+            .unwrap();
+        let p = b.prepare().await.unwrap();
+        let good = CallRow::new(RowKind::Attempt, "g1", "l1", "LLM", 7);
+        let bad = CallRow::new(RowKind::Attempt, "b1", "refused", "LLM", 7);
+        let err = b
+            .insert(&p.columns, all(&[good.clone(), bad]))
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(&err, WriteError::Rows(m) if m.contains("refused row")),
+            "{err:?}"
+        );
+        let count = |path: &Path| -> i64 {
+            Connection::open(path)
+                .unwrap()
+                .query_row("SELECT count(*) FROM llm_calls", [], |r| r.get(0))
+                .unwrap()
+        };
+        assert_eq!(count(&path), 0);
+        b.insert(&p.columns, all(std::slice::from_ref(&good)))
+            .await
+            .unwrap();
+        assert_eq!(count(&path), 1);
+        b.execute("DROP TABLE llm_calls").await.unwrap();
+        let err = b.insert(&p.columns, all(&[good])).await.unwrap_err();
+        assert!(matches!(err, WriteError::SchemaChanged(_)), "{err:?}");
     }
 }

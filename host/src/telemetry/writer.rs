@@ -68,11 +68,12 @@ pub(crate) trait Backend: Send + Sync + 'static {
     fn concurrency(&self) -> usize;
     /// Probe the catalog, create the table if missing, add missing columns (auto mode).
     fn prepare(&self) -> impl Future<Output = Result<Prepared, WriteError>> + Send;
-    /// Insert `rows` naming `columns`, ignoring rows whose key already exists.
+    /// Insert `rows` naming `columns`, ignoring rows whose key already exists: all of them
+    /// or none.
     fn insert(
         &self,
         columns: &[&'static Column],
-        rows: &[CallRow],
+        rows: Arc<[CallRow]>,
     ) -> impl Future<Output = Result<(), WriteError>> + Send;
 }
 
@@ -314,7 +315,8 @@ impl<B: Backend> Writer<B> {
 /// refused rows are lost.
 async fn insert<B: Backend>(b: &B, columns: &[&'static Column], rows: Vec<CallRow>) -> Outcome {
     let n = rows.len() as u64;
-    let first = match b.insert(columns, &rows).await {
+    let rows: Arc<[CallRow]> = rows.into();
+    let first = match b.insert(columns, rows.clone()).await {
         Ok(()) => {
             return Outcome {
                 written: n,
@@ -338,7 +340,7 @@ async fn insert<B: Backend>(b: &B, columns: &[&'static Column], rows: Vec<CallRo
     };
     let mut refused: Option<String> = None;
     for (i, row) in rows.iter().enumerate() {
-        match b.insert(columns, std::slice::from_ref(row)).await {
+        match b.insert(columns, Arc::from([row.clone()])).await {
             Ok(()) => out.written += 1,
             Err(WriteError::Rows(m)) => {
                 out.dropped += 1;
@@ -396,7 +398,11 @@ mod tests {
                 missing: vec![],
             })
         }
-        async fn insert(&self, _: &[&'static Column], rows: &[CallRow]) -> Result<(), WriteError> {
+        async fn insert(
+            &self,
+            _: &[&'static Column],
+            rows: Arc<[CallRow]>,
+        ) -> Result<(), WriteError> {
             if *self.down.lock().unwrap() {
                 return Err(WriteError::Environment("refused".into()));
             }
