@@ -282,21 +282,15 @@ async fn run_inner(
     })
 }
 
+/// A classified error in a 2xx answer; a transient one is a broken stream.
 fn classified_failure(c: crate::plugin::ClassifiedError) -> AttemptFailure {
-    let short = match c.class {
-        ErrorClass::SourceDead => "source_dead",
-        ErrorClass::RequestRejected => "rejected",
-        ErrorClass::ResultInvalid => "result_invalid",
-        ErrorClass::Transient => "broken_stream",
-    };
-    AttemptFailure::Upstream(UpstreamFailure {
-        class: c.class,
-        message: c.message,
-        code: c.code,
-        status: None,
-        retry_after: c.retry_after_ms.map(Duration::from_millis),
-        short,
-    })
+    let mut failure = upstream::classified(c);
+    if let AttemptFailure::Upstream(u) = &mut failure
+        && u.class == ErrorClass::Transient
+    {
+        u.short = "broken_stream";
+    }
+    failure
 }
 
 /// Deltas held until the call commits, and whether this attempt continues a stream.

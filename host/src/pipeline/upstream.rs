@@ -163,6 +163,23 @@ pub(crate) async fn read_body(
     cap: usize,
     deadline: Instant,
 ) -> Result<Vec<u8>, AttemptFailure> {
+    read_capped(source, resp, cap, deadline, |_| {
+        result_invalid(format!(
+            "the answer exceeds {cap} bytes, the most a plugin parses within its memory cap"
+        ))
+    })
+    .await
+}
+
+/// Read a body of at most `cap` bytes before `deadline`; past the cap, `over(bytes seen)` is
+/// the failure. A timeout or a broken body is transient.
+pub(crate) async fn read_capped(
+    source: &SourceRuntime,
+    resp: &mut UpstreamResponse,
+    cap: usize,
+    deadline: Instant,
+    over: impl Fn(u64) -> AttemptFailure,
+) -> Result<Vec<u8>, AttemptFailure> {
     let mut out = Vec::new();
     loop {
         let chunk = match tokio::time::timeout_at(deadline, resp.body.chunk()).await {
@@ -177,9 +194,7 @@ pub(crate) async fn read_body(
             Ok(Ok(Some(c))) => c,
         };
         if out.len() + chunk.len() > cap {
-            return Err(result_invalid(format!(
-                "the answer exceeds {cap} bytes, the most a plugin parses within its memory cap"
-            )));
+            return Err(over((out.len() + chunk.len()) as u64));
         }
         out.extend_from_slice(&chunk);
     }

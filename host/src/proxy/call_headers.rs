@@ -92,3 +92,10 @@ pub(crate) fn call_options(headers: &HeaderMap) -> Result<CallOptions, GatewayEr
     }
     Ok(o)
 }
+
+/// Set a response header; a value that is not a valid header value is left out.
+pub(super) fn set(resp: &mut axum::response::Response, name: &'static str, value: impl ToString) {
+    if let Ok(v) = axum::http::HeaderValue::try_from(value.to_string()) {
+        resp.headers_mut().insert(name, v);
+    }
+}

@@ -12,7 +12,7 @@ use bytes::Bytes;
 use futures_util::StreamExt;
 
 use super::AppState;
-use super::call_headers::{call_options, header_str};
+use super::call_headers::{call_options, header_str, set};
 use super::errors::{error_response, plain_error};
 use super::sse::{ChunkEncoder, completion_body, done, error_event};
 use crate::error::GatewayError;
@@ -22,12 +22,6 @@ use crate::pipeline::{CallEvent, ChatRequest};
 const EVENTS_PER_FRAME: usize = 64;
 /// Bytes reserved per coalesced event: a chunk head with a short delta fits.
 const FRAME_BYTES_HINT: usize = 192;
-
-fn set(resp: &mut Response, name: &'static str, value: impl ToString) {
-    if let Ok(v) = HeaderValue::try_from(value.to_string()) {
-        resp.headers_mut().insert(name, v);
-    }
-}
 
 pub(crate) async fn chat_completions(
     State(state): State<AppState>,

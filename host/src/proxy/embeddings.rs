@@ -6,13 +6,13 @@ use std::net::SocketAddr;
 
 use axum::body::Body;
 use axum::extract::{ConnectInfo, State};
-use axum::http::{HeaderMap, HeaderValue};
+use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use base64::Engine as _;
 use serde_json::{Map, Value, json};
 
 use super::AppState;
-use super::call_headers::call_options;
+use super::call_headers::{call_options, set};
 use super::errors::{error_response, plain_error};
 use crate::error::GatewayError;
 use crate::pipeline::{EmbeddingRequest, EmbeddingResponse};
@@ -138,12 +138,6 @@ fn answer_json(model: &str, r: &EmbeddingResponse, encoding: Encoding) -> Value 
             "total_tokens": u.total_tokens,
         })),
     })
-}
-
-fn set(resp: &mut Response, name: &'static str, value: impl ToString) {
-    if let Ok(v) = HeaderValue::try_from(value.to_string()) {
-        resp.headers_mut().insert(name, v);
-    }
 }
 
 pub(crate) async fn embeddings(

@@ -11,7 +11,6 @@ use std::time::Duration;
 use axum::Router;
 use axum::body::{Body, Bytes};
 use axum::extract::{ConnectInfo, DefaultBodyLimit, FromRequest, Multipart, Request, State};
-use axum::http::HeaderValue;
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use base64::Engine;
@@ -19,7 +18,7 @@ use serde_json::{Value, json};
 use tokio::time::Instant;
 
 use super::AppState;
-use super::call_headers::call_options;
+use super::call_headers::{call_options, set};
 use super::errors::{error_response, plain_error};
 use crate::error::GatewayError;
 use crate::pipeline::{Gateway, OcrHealth, OcrRequest, OcrUsage};
@@ -86,12 +85,6 @@ impl HealthCache {
         if let Ok(mut slot) = self.slot.lock() {
             *slot = Some((Instant::now(), h));
         }
-    }
-}
-
-fn set(resp: &mut Response, name: &'static str, value: impl ToString) {
-    if let Ok(v) = HeaderValue::try_from(value.to_string()) {
-        resp.headers_mut().insert(name, v);
     }
 }
 

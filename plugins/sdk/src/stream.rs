@@ -108,28 +108,7 @@ impl ChatStreamParser {
         event: &SseEvent,
         out: &mut Vec<Delta>,
     ) -> Result<(), ClassifiedError> {
-        let data = event.data.trim();
-        if data.is_empty() {
-            return Ok(());
-        }
-        if data == "[DONE]" {
-            if let Some(split) = self.think.as_mut() {
-                split.finish(out);
-            }
-            out.push(Delta::Done);
-            return Ok(());
-        }
-        if event.event.as_deref() != Some("error")
-            && crate::stream_fast::parse_common(
-                data,
-                &mut self.model_seen,
-                self.think.as_mut(),
-                out,
-            )
-        {
-            return Ok(());
-        }
-        self.parse_value(event, data, out)
+        self.parse_event_with(event, out, true)
     }
 
     /// [`Self::parse_event`] without the typed fast path (the reference it is tested
@@ -140,6 +119,17 @@ impl ChatStreamParser {
         event: &SseEvent,
         out: &mut Vec<Delta>,
     ) -> Result<(), ClassifiedError> {
+        self.parse_event_with(event, out, false)
+    }
+
+    /// One event: blank and `[DONE]` first, then (when `fast`) the typed fast path for the
+    /// common chunk shape, else the `Value` path.
+    fn parse_event_with(
+        &mut self,
+        event: &SseEvent,
+        out: &mut Vec<Delta>,
+        fast: bool,
+    ) -> Result<(), ClassifiedError> {
         let data = event.data.trim();
         if data.is_empty() {
             return Ok(());
@@ -149,6 +139,17 @@ impl ChatStreamParser {
                 split.finish(out);
             }
             out.push(Delta::Done);
+            return Ok(());
+        }
+        if fast
+            && event.event.as_deref() != Some("error")
+            && crate::stream_fast::parse_common(
+                data,
+                &mut self.model_seen,
+                self.think.as_mut(),
+                out,
+            )
+        {
             return Ok(());
         }
         self.parse_value(event, data, out)

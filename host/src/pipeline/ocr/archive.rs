@@ -13,7 +13,7 @@ use crate::plugin::AuthScheme;
 
 use super::super::attempt::AttemptFailure;
 use super::super::gateway::{Inner, SourceRuntime};
-use super::super::upstream::{fault, result_invalid, sent, transient};
+use super::super::upstream::{fault, read_capped, result_invalid, sent, transient};
 
 /// Largest archive downloaded (256 MiB); a larger one is `result_invalid`.
 pub(crate) const ARCHIVE_CAP: usize = 256 * 1024 * 1024;
@@ -101,25 +101,7 @@ pub(crate) async fn download(
     if declared.is_some_and(|n| n > ARCHIVE_CAP as u64) {
         return Err(too_large(declared.unwrap_or_default()));
     }
-    let mut out = Vec::new();
-    loop {
-        let chunk = match tokio::time::timeout_at(deadline, resp.body.chunk()).await {
-            Err(_) => {
-                return Err(transient(
-                    format!("total timeout from {}", source.settings.name),
-                    "timeout",
-                ));
-            }
-            Ok(Err(e)) => return Err(transient(e.to_string(), "network_error")),
-            Ok(Ok(None)) => break,
-            Ok(Ok(Some(c))) => c,
-        };
-        if out.len() + chunk.len() > ARCHIVE_CAP {
-            return Err(too_large((out.len() + chunk.len()) as u64));
-        }
-        out.extend_from_slice(&chunk);
-    }
-    Ok(out)
+    read_capped(source, &mut resp, ARCHIVE_CAP, deadline, too_large).await
 }
 
 fn too_large(bytes: u64) -> AttemptFailure {
