@@ -9,7 +9,7 @@ use tokio::time::Instant;
 use crate::config::MissingDone;
 use crate::plugin::{BuildError, Delta, ErrorClass, PluginChatRequest, PluginError, SseEvent};
 use crate::telemetry::UsageSource;
-use crate::transport::{LivenessTimeout, SseFramer, UpstreamError, Watchdog};
+use crate::transport::{LivenessTimeout, LivenessTimer, SseFramer, UpstreamError, Watchdog};
 
 use super::gateway::{Inner, SourceRuntime};
 use super::response::Accumulator;
@@ -199,16 +199,17 @@ async fn run_inner(
         pending: Vec::new(),
         continuing,
     };
+    let mut timer = LivenessTimer::new(wd.next_deadline().0);
     loop {
         let (deadline, kind) = wd.next_deadline();
         let waited = Instant::now();
-        let chunk = tokio::time::timeout_at(deadline, resp.body.chunk()).await;
+        let chunk = timer.run(deadline, resp.body.chunk()).await;
         st.upstream_wait += waited.elapsed();
         let bytes = match chunk {
-            Err(_) => return Err(timeout_failure(kind, &source.settings.name)),
-            Ok(Err(e)) => return Err(transient(e.to_string(), "broken_stream")),
-            Ok(Ok(None)) => break,
-            Ok(Ok(Some(b))) => b,
+            None => return Err(timeout_failure(kind, &source.settings.name)),
+            Some(Err(e)) => return Err(transient(e.to_string(), "broken_stream")),
+            Some(Ok(None)) => break,
+            Some(Ok(Some(b))) => b,
         };
         framer.push(&bytes, &mut framed);
         if framed.is_empty() {

@@ -12,4 +12,4 @@ mod watchdog;
 pub use client::{HttpClients, MultipartUpload, UpstreamBody, UpstreamError, UpstreamResponse};
 pub use retry_after::parse_retry_after;
 pub use sse::{SseEvent as FramedEvent, SseFramer};
-pub use watchdog::{LivenessTimeout, Watchdog};
+pub use watchdog::{LivenessTimeout, LivenessTimer, Watchdog};

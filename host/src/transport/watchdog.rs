@@ -2,9 +2,12 @@
 //! attempt. Any token counts, reasoning included; keep-alive comments do not.
 //! Time comes from `tokio::time::Instant`, so tests drive it with a paused clock.
 
+use std::future::Future;
+use std::pin::{Pin, pin};
+use std::task::Poll;
 use std::time::Duration;
 
-use tokio::time::Instant;
+use tokio::time::{Instant, Sleep};
 
 use crate::config::TimeoutSettings;
 
@@ -27,6 +30,51 @@ impl LivenessTimeout {
             LivenessTimeout::InterToken => "inter_token_timeout",
             LivenessTimeout::Total => "total_timeout",
         }
+    }
+}
+
+/// One timer for every read of a stream: each read races the timer, reset to that read's
+/// deadline. Pushing the deadline later (the usual case: a token arrived) only moves the
+/// registered timer's expiry; it is not taken out of and put back into the timer wheel, as
+/// a fresh `tokio::time::timeout` per read would be.
+pub struct LivenessTimer {
+    sleep: Pin<Box<Sleep>>,
+}
+
+impl std::fmt::Debug for LivenessTimer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LivenessTimer")
+            .field("deadline", &self.sleep.deadline())
+            .finish()
+    }
+}
+
+impl LivenessTimer {
+    /// A timer first due at `deadline`.
+    pub fn new(deadline: Instant) -> Self {
+        Self {
+            sleep: Box::pin(tokio::time::sleep_until(deadline)),
+        }
+    }
+
+    /// Run `fut` until it finishes (`Some`) or `deadline` passes first (`None`). The future
+    /// is polled before the timer, so an answer already there wins over an expired deadline.
+    pub async fn run<F: Future>(&mut self, deadline: Instant, fut: F) -> Option<F::Output> {
+        if self.sleep.deadline() != deadline {
+            self.sleep.as_mut().reset(deadline);
+        }
+        let mut fut = pin!(fut);
+        let sleep = &mut self.sleep;
+        std::future::poll_fn(|cx| {
+            if let Poll::Ready(out) = fut.as_mut().poll(cx) {
+                return Poll::Ready(Some(out));
+            }
+            match sleep.as_mut().poll(cx) {
+                Poll::Ready(()) => Poll::Ready(None),
+                Poll::Pending => Poll::Pending,
+            }
+        })
+        .await
     }
 }
 
@@ -137,5 +185,49 @@ mod tests {
             w.next_deadline(),
             (t0 + Duration::from_secs(10), LivenessTimeout::Total)
         );
+    }
+
+    /// The one timer fires at each read's own deadline, later or earlier than the last.
+    #[tokio::test(start_paused = true)]
+    async fn timer_follows_each_deadline() {
+        let t0 = Instant::now();
+        let mut timer = LivenessTimer::new(t0 + Duration::from_secs(4));
+        // A read that never finishes times out exactly at its deadline.
+        assert_eq!(
+            timer
+                .run(t0 + Duration::from_secs(4), std::future::pending::<()>())
+                .await,
+            None
+        );
+        assert_eq!(Instant::now(), t0 + Duration::from_secs(4));
+        // A later deadline after a read that finished in time.
+        let sleep_1s = tokio::time::sleep(Duration::from_secs(1));
+        assert_eq!(
+            timer.run(t0 + Duration::from_secs(7), sleep_1s).await,
+            Some(())
+        );
+        assert_eq!(Instant::now(), t0 + Duration::from_secs(5));
+        assert_eq!(
+            timer
+                .run(t0 + Duration::from_secs(7), std::future::pending::<()>())
+                .await,
+            None
+        );
+        assert_eq!(Instant::now(), t0 + Duration::from_secs(7));
+        // An earlier deadline than the pending one (moved back after a longer one).
+        let mut timer = LivenessTimer::new(t0 + Duration::from_secs(60));
+        let slow = tokio::time::sleep(Duration::from_secs(30));
+        assert_eq!(timer.run(t0 + Duration::from_secs(9), slow).await, None);
+        assert_eq!(Instant::now(), t0 + Duration::from_secs(9));
+    }
+
+    /// An answer already there wins over a deadline already past.
+    #[tokio::test(start_paused = true)]
+    async fn ready_read_wins_over_expired_deadline() {
+        let t0 = Instant::now();
+        let mut timer = LivenessTimer::new(t0);
+        tokio::time::advance(Duration::from_secs(1)).await;
+        assert_eq!(timer.run(t0, std::future::ready(5)).await, Some(5));
+        assert_eq!(timer.run(t0, std::future::pending::<u8>()).await, None);
     }
 }

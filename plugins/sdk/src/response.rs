@@ -39,6 +39,19 @@ pub fn parse_chat_response(
     body: &[u8],
     split_inline_think: bool,
 ) -> Result<Vec<Delta>, ClassifiedError> {
+    let mut out = Vec::with_capacity(8);
+    let mut think = split_inline_think.then(ThinkSplitter::new);
+    if crate::stream_fast::parse_response_common(body, think.as_mut(), &mut out) {
+        return Ok(out);
+    }
+    parse_chat_response_value(body, split_inline_think)
+}
+
+/// [`parse_chat_response`] without the typed fast path: the reference it is tested against.
+pub(crate) fn parse_chat_response_value(
+    body: &[u8],
+    split_inline_think: bool,
+) -> Result<Vec<Delta>, ClassifiedError> {
     let response = match serde_json::from_slice::<Value>(body) {
         Ok(v @ Value::Object(_)) => v,
         _ => {

@@ -1,6 +1,7 @@
-//! The fast path of [`crate::ChatStreamParser`]: the common chunk shape — an object with
-//! `model`, `choices[].delta` (role, content, reasoning), `finish_reason`, and no `error`,
-//! `usage` or `tool_calls` — read into borrowed typed structs instead of a
+//! The typed fast paths of [`crate::ChatStreamParser`] and [`crate::parse_chat_response`]: the
+//! common shape — an object with `model`, `choices[].delta` (a chunk) or `choices[].message`
+//! (a whole response) with role, content and reasoning, `finish_reason`, and no `error` or
+//! `tool_calls` (nor `usage`, in a chunk) — read into borrowed typed structs instead of a
 //! `serde_json::Value` tree (no map, key or string allocations). Anything else, including a
 //! field of an unexpected type or a duplicate key, is declined and the caller falls back to
 //! the `Value` path, so the deltas are always exactly the ones that path would give.
@@ -10,8 +11,9 @@ use std::borrow::Cow;
 use serde::Deserialize;
 use serde::de::IgnoredAny;
 use serde_json::Value;
+use serde_json::value::RawValue;
 
-use crate::fields::finish_reason_from_str;
+use crate::fields::{finish_reason_from_str, usage_from_json};
 use crate::{Delta, ThinkSplitter};
 
 #[derive(Deserialize)]
@@ -21,7 +23,8 @@ struct Chunk<'a> {
     #[serde(borrow)]
     choices: Option<Vec<Choice<'a>>>,
     error: Option<IgnoredAny>,
-    usage: Option<IgnoredAny>,
+    #[serde(borrow)]
+    usage: Option<&'a RawValue>,
 }
 
 #[derive(Deserialize)]
@@ -30,6 +33,8 @@ struct Choice<'a> {
     index: Index,
     #[serde(borrow)]
     delta: Option<Body<'a>>,
+    #[serde(borrow)]
+    message: Option<Body<'a>>,
     #[serde(borrow)]
     finish_reason: Option<Cow<'a, str>>,
 }
@@ -83,6 +88,69 @@ pub(crate) fn parse_common(
     if chunk.error.is_some() || chunk.usage.is_some() {
         return false;
     }
+    let Some(choice) = common_choice(&chunk, |c| &c.delta) else {
+        return false;
+    };
+    if !*model_seen && let Some(model) = text(&chunk.model) {
+        *model_seen = true;
+        out.push(Delta::Model(model.to_owned()));
+    }
+    if let Some(choice) = choice {
+        push_common(choice, choice.delta.as_ref(), think, out);
+    }
+    true
+}
+
+/// Parse a whole 2xx response `body` if it has the common shape (a `choices` array, usage
+/// allowed), appending the deltas [`crate::parse_chat_response`] gives — [`Delta::Done`]
+/// included — to `out` and returning `true`; otherwise leave `out` untouched and return
+/// `false`.
+pub(crate) fn parse_response_common(
+    body: &[u8],
+    think: Option<&mut ThinkSplitter>,
+    out: &mut Vec<Delta>,
+) -> bool {
+    let Ok(response) = serde_json::from_slice::<Chunk<'_>>(body) else {
+        return false;
+    };
+    if response.error.is_some() || response.choices.is_none() {
+        return false;
+    }
+    let Some(choice) = common_choice(&response, |c| &c.message) else {
+        return false;
+    };
+    // `usage` is small: read through the Value path, so every odd form reads the same.
+    let usage = match response.usage {
+        Some(raw) => match serde_json::from_str::<Value>(raw.get()) {
+            Ok(v) => usage_from_json(&v),
+            Err(_) => return false,
+        },
+        None => None,
+    };
+    if let Some(model) = text(&response.model) {
+        out.push(Delta::Model(model.to_owned()));
+    }
+    let mut think = think;
+    if let Some(choice) = choice {
+        push_common(choice, choice.message.as_ref(), think.as_deref_mut(), out);
+    }
+    if let Some(split) = think {
+        // A response without a finish reason still ends here.
+        split.finish(out);
+    }
+    if let Some(usage) = usage {
+        out.push(Delta::Usage(usage));
+    }
+    out.push(Delta::Done);
+    true
+}
+
+/// Choice 0 of `chunk` when its `part` (delta or message) has no tool calls: `Some(None)`
+/// when there is no choice 0, `None` (decline) when the part carries tool calls.
+fn common_choice<'c, 'a>(
+    chunk: &'c Chunk<'a>,
+    part: impl Fn(&'c Choice<'a>) -> &'c Option<Body<'a>>,
+) -> Option<Option<&'c Choice<'a>>> {
     let choice = chunk
         .choices
         .as_deref()
@@ -90,20 +158,22 @@ pub(crate) fn parse_common(
         .iter()
         .find(|c| c.index.is_zero());
     if choice
-        .and_then(|c| c.delta.as_ref())
+        .and_then(|c| part(c).as_ref())
         .is_some_and(|b| b.tool_calls.is_some())
     {
-        return false;
+        return None;
     }
-    if !*model_seen && let Some(model) = text(&chunk.model) {
-        *model_seen = true;
-        out.push(Delta::Model(model.to_owned()));
-    }
-    let Some(choice) = choice else {
-        return true;
-    };
-    let mut think = think;
-    if let Some(body) = &choice.delta {
+    Some(choice)
+}
+
+/// The deltas of choice 0 (its `body`: delta or message), in the contract's order.
+fn push_common(
+    choice: &Choice<'_>,
+    body: Option<&Body<'_>>,
+    mut think: Option<&mut ThinkSplitter>,
+    out: &mut Vec<Delta>,
+) {
+    if let Some(body) = body {
         if let Some(role) = text(&body.role) {
             out.push(Delta::Role(role.to_owned()));
         }
@@ -123,7 +193,6 @@ pub(crate) fn parse_common(
         }
         out.push(Delta::Finish(finish_reason_from_str(reason)));
     }
-    true
 }
 
 #[cfg(test)]
@@ -225,6 +294,91 @@ mod tests {
                 assert_eq!(got, want, "{data}");
                 if took {
                     assert_eq!(Ok(via_fast), want, "{data}");
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+mod response_tests {
+    use super::*;
+    use crate::response::parse_chat_response_value;
+
+    /// Whole responses of every shape: the parser (fast path or not) equals the `Value`
+    /// path, and the fast path takes exactly the common ones.
+    #[test]
+    fn response_fast_path_equals_value_path() {
+        let cases: &[(&str, bool)] = &[
+            (
+                r#"{"id":"c","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"Hello"},"finish_reason":"stop"}],"usage":{"prompt_tokens":8,"completion_tokens":6,"total_tokens":14}}"#,
+                true,
+            ),
+            (
+                r#"{"model":"m","choices":[{"message":{"content":"<think>why</think>answer \"q\" \u00e9","reasoning_content":null},"finish_reason":"length"}]}"#,
+                true,
+            ),
+            (
+                r#"{"model":"","choices":[{"message":{"reasoning_content":"r","reasoning":"other","content":"c"}}],"usage":{"prompt_tokens":3.0,"completion_tokens":1,"prompt_tokens_details":{"cached_tokens":2},"completion_tokens_details":{"reasoning_tokens":1}}}"#,
+                true,
+            ),
+            (
+                r#"{"choices":[{"index":1,"message":{"content":"one"}},{"index":0,"message":{"content":"zero"},"finish_reason":"eos"}],"usage":{"prompt_cache_hit_tokens":4,"completion_tokens":2}}"#,
+                true,
+            ),
+            (
+                r#"{"choices":[],"usage":{"prompt_tokens":-1,"completion_tokens":"2"}}"#,
+                true,
+            ),
+            (
+                r#"{"error":null,"usage":null,"choices":[{"message":{"content":"x"},"finish_reason":null}]}"#,
+                true,
+            ),
+            (
+                r#"{"choices":[{"index":"0","message":{"content":"s"}}]}"#,
+                true,
+            ),
+            (r#"{"choices":[{"message":null}]}"#, true),
+            // Declined: errors, no choices, tool calls, odd types, duplicate keys, not JSON.
+            (
+                r#"{"error":{"message":"overloaded","type":"server_error"}}"#,
+                false,
+            ),
+            (r#"{"model":"m"}"#, false),
+            (r#"{"choices":null}"#, false),
+            (r#"{"choices":{"index":0}}"#, false),
+            (
+                r#"{"choices":[{"message":{"tool_calls":[{"id":"call_1","type":"function","function":{"name":"f","arguments":"{}"}}]},"finish_reason":"tool_calls"}]}"#,
+                false,
+            ),
+            (r#"{"choices":[{"message":{"content":7}}]}"#, false),
+            (r#"{"model":5,"choices":[]}"#, false),
+            (
+                r#"{"choices":[{"message":{"content":"a","content":"b"}}]}"#,
+                false,
+            ),
+            (r#"{"choices":[],"usage":{"prompt_tokens":1,"#, false),
+            ("<html>bad gateway</html>", false),
+            ("[1,2]", false),
+        ];
+        for think in [false, true] {
+            for (body, fast) in cases {
+                let mut via_fast = Vec::new();
+                let mut split = think.then(ThinkSplitter::new);
+                let took = parse_response_common(body.as_bytes(), split.as_mut(), &mut via_fast);
+                assert_eq!(took, *fast, "{body}");
+                if !took {
+                    assert!(via_fast.is_empty(), "{body}");
+                }
+                let want = parse_chat_response_value(body.as_bytes(), think);
+                assert_eq!(
+                    crate::parse_chat_response(body.as_bytes(), think),
+                    want,
+                    "{body}"
+                );
+                if took {
+                    assert_eq!(Ok(via_fast), want, "{body}");
                 }
             }
         }
