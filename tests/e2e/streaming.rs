@@ -1,6 +1,7 @@
 //! Streaming through a real gateway: the exact bytes a client receives, a stream cut after
 //! tokens were sent (in-band error, never a clean finish), missing `[DONE]` (retry and
-//! salvage), the TTFT watchdog failing over, and a client disconnect cancelling the upstream.
+//! salvage), the TTFT watchdog failing over, a client disconnect cancelling the upstream, and
+//! chunks sent before an upstream stall reaching the client at once.
 
 use futures_util::StreamExt;
 use serde_json::{Value, json};
@@ -173,4 +174,49 @@ async fn a_client_disconnect_cancels_the_upstream_attempt() {
             .any(|r| r["event"] == "terminal_failure" && r["error_type"] == "cancelled"),
         "{rows:?}"
     );
+}
+
+/// Chunks are coalesced into one write only while more are already on their way: when the
+/// upstream stalls, what it sent so far still reaches the client at once.
+#[tokio::test]
+async fn chunks_before_an_upstream_stall_reach_the_client() {
+    let m = mock().await;
+    script(
+        &m,
+        "pause",
+        json!({"then": {"content": "a b c d", "stall_after_chunks": 2}}),
+    )
+    .await;
+    let gw = gateway(source(&m, "openai", 1, "pause", "gpt-x")).await;
+    let resp = reqwest::Client::new()
+        .post(format!("{}/v1/chat/completions", gw.base_url))
+        .json(&chat_body(true))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status().as_u16(), 200);
+    let mut stream = resp.bytes_stream();
+    let mut got = String::new();
+    // A generous bound: the two chunks come in milliseconds; a gateway that held them for
+    // more would hold them until the stall ends, which it never does here.
+    tokio::time::timeout(std::time::Duration::from_secs(20), async {
+        while !got.contains(r#"{"content":"b "}"#) {
+            let bytes = stream.next().await.unwrap().unwrap();
+            got.push_str(std::str::from_utf8(&bytes).unwrap());
+        }
+    })
+    .await
+    .unwrap_or_else(|_| panic!("the chunks sent before the stall did not arrive: {got:?}"));
+    let contents: Vec<String> = got
+        .lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .map(|d| serde_json::from_str::<Value>(d).unwrap())
+        .filter_map(|v| {
+            v["choices"][0]["delta"]["content"]
+                .as_str()
+                .map(str::to_owned)
+        })
+        .collect();
+    assert_eq!(contents, ["", "a ", "b "], "{got}");
+    assert!(!got.contains("[DONE]"), "{got}");
 }
