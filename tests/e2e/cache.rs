@@ -18,7 +18,7 @@ use serde_json::{Value, json};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinHandle;
 
-use crate::common::{gateway, kv, source};
+use crate::common::{gateway, kv, source, sse_contents};
 use polygateway_tests::{GatewayProcess, MockUpstream, eventually, hits, mock, script};
 
 const REDIS: &str = "redis://127.0.0.1:6379";
@@ -64,15 +64,7 @@ fn answer_text(body: &str) -> String {
             .unwrap_or_default()
             .to_string();
     }
-    body.split("\n\n")
-        .filter_map(|e| e.strip_prefix("data: "))
-        .filter_map(|d| serde_json::from_str::<Value>(d).ok())
-        .filter_map(|v| {
-            v["choices"][0]["delta"]["content"]
-                .as_str()
-                .map(str::to_string)
-        })
-        .collect()
+    sse_contents(body).concat()
 }
 
 fn cache_hit(h: &HeaderMap) -> bool {

@@ -57,6 +57,36 @@ pub async fn post_chat(
     (status, headers, resp.text().await.expect("body"))
 }
 
+/// POST a chat completion `body` and return its body as it arrives, after checking the
+/// status is 200 (the head of a stream comes once the call has committed).
+pub async fn open_stream(
+    gw: &GatewayProcess,
+    body: &serde_json::Value,
+) -> impl futures_util::Stream<Item = reqwest::Result<bytes::Bytes>> + use<> {
+    let resp = reqwest::Client::new()
+        .post(format!("{}/v1/chat/completions", gw.base_url))
+        .json(body)
+        .send()
+        .await
+        .expect("gateway reachable");
+    assert_eq!(resp.status().as_u16(), 200);
+    resp.bytes_stream()
+}
+
+/// The `delta.content` of each SSE chunk of choice 0 in `body`, in order (events that are
+/// not JSON, such as `[DONE]`, and chunks without content are skipped).
+pub fn sse_contents(body: &str) -> Vec<String> {
+    body.split("\n\n")
+        .filter_map(|e| e.strip_prefix("data: "))
+        .filter_map(|d| serde_json::from_str::<serde_json::Value>(d).ok())
+        .filter_map(|v| {
+            v["choices"][0]["delta"]["content"]
+                .as_str()
+                .map(str::to_string)
+        })
+        .collect()
+}
+
 /// A user message body for the `llm` scope.
 pub fn chat_body(stream: bool) -> serde_json::Value {
     let mut b = serde_json::json!({

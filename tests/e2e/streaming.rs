@@ -6,7 +6,7 @@
 use futures_util::StreamExt;
 use serde_json::{Value, json};
 
-use crate::common::{chat_body, gateway, kv, post_chat, source};
+use crate::common::{chat_body, gateway, kv, open_stream, post_chat, source, sse_contents};
 use polygateway_tests::{eventually, hits, mock, script};
 
 #[tokio::test]
@@ -138,14 +138,7 @@ async fn a_client_disconnect_cancels_the_upstream_attempt() {
     let mut env = source(&m, "openai", 1, "stall", "gpt-x");
     env.push(kv("PGW_TELEMETRY_BACKEND", "sqlite"));
     let gw = gateway(env).await;
-    let resp = reqwest::Client::new()
-        .post(format!("{}/v1/chat/completions", gw.base_url))
-        .json(&chat_body(true))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(resp.status().as_u16(), 200);
-    let mut stream = resp.bytes_stream();
+    let mut stream = Box::pin(open_stream(&gw, &chat_body(true)).await);
     let first = stream.next().await.unwrap().unwrap();
     assert!(first.starts_with(b"data: "));
     drop(stream);
@@ -188,14 +181,7 @@ async fn chunks_before_an_upstream_stall_reach_the_client() {
     )
     .await;
     let gw = gateway(source(&m, "openai", 1, "pause", "gpt-x")).await;
-    let resp = reqwest::Client::new()
-        .post(format!("{}/v1/chat/completions", gw.base_url))
-        .json(&chat_body(true))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(resp.status().as_u16(), 200);
-    let mut stream = resp.bytes_stream();
+    let mut stream = Box::pin(open_stream(&gw, &chat_body(true)).await);
     let mut got = String::new();
     // A generous bound: the two chunks come in milliseconds; a gateway that held them for
     // more would hold them until the stall ends, which it never does here.
@@ -207,16 +193,6 @@ async fn chunks_before_an_upstream_stall_reach_the_client() {
     })
     .await
     .unwrap_or_else(|_| panic!("the chunks sent before the stall did not arrive: {got:?}"));
-    let contents: Vec<String> = got
-        .lines()
-        .filter_map(|l| l.strip_prefix("data: "))
-        .map(|d| serde_json::from_str::<Value>(d).unwrap())
-        .filter_map(|v| {
-            v["choices"][0]["delta"]["content"]
-                .as_str()
-                .map(str::to_owned)
-        })
-        .collect();
-    assert_eq!(contents, ["", "a ", "b "], "{got}");
+    assert_eq!(sse_contents(&got), ["", "a ", "b "], "{got}");
     assert!(!got.contains("[DONE]"), "{got}");
 }

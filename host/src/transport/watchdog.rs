@@ -37,16 +37,9 @@ impl LivenessTimeout {
 /// deadline. Pushing the deadline later (the usual case: a token arrived) only moves the
 /// registered timer's expiry; it is not taken out of and put back into the timer wheel, as
 /// a fresh `tokio::time::timeout` per read would be.
+#[derive(Debug)]
 pub struct LivenessTimer {
     sleep: Pin<Box<Sleep>>,
-}
-
-impl std::fmt::Debug for LivenessTimer {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("LivenessTimer")
-            .field("deadline", &self.sleep.deadline())
-            .finish()
-    }
 }
 
 impl LivenessTimer {

@@ -199,6 +199,7 @@ fn push_common(
 #[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 mod tests {
     use super::*;
+    use crate::response::parse_chat_response_value;
     use crate::{ChatStreamParser, SseEvent};
 
     /// Events of every shape: for each, the parser's output (fast path or not) equals the
@@ -298,13 +299,6 @@ mod tests {
             }
         }
     }
-}
-
-#[cfg(test)]
-#[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-mod response_tests {
-    use super::*;
-    use crate::response::parse_chat_response_value;
 
     /// Whole responses of every shape: the parser (fast path or not) equals the `Value`
     /// path, and the fast path takes exactly the common ones.
