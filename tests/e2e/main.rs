@@ -13,6 +13,7 @@ mod external_plugin;
 mod failover;
 mod golden;
 mod governance;
+mod hostile;
 mod ocr;
 mod plugin_cache;
 mod plugin_fixtures;

@@ -76,6 +76,8 @@ const PROCESS_KEYS: &[&str] = &[
     "PGW_PLUGIN_CACHE_DIR",
     "PGW_PLUGIN_TIMEOUT_MS",
     "PGW_PLUGIN_MEMORY_MB",
+    "PGW_UPSTREAM_MAX_BODY_BYTES",
+    "PGW_SSE_MAX_EVENT_BYTES",
 ];
 
 const SOURCE_FIELDS: &[&str] = &[
@@ -494,6 +496,7 @@ fn parse_process(
     };
     let telemetry = super::telemetry::parse(&|k| get(k).map(str::to_string), problems);
     let backends = super::backends::parse(&|k| get(k).map(str::to_string), problems);
+    let upstream_limits = super::limits::parse(&|k| get(k).map(str::to_string), problems);
     for (key, allowed) in [("PGW_CACHE_BACKEND", &["memory", "redis", "none"][..])] {
         if let Some(v) = get(key)
             && !allowed.contains(&v)
@@ -562,6 +565,7 @@ fn parse_process(
         plugin_cache_dir: get("PGW_PLUGIN_CACHE_DIR").map(PathBuf::from),
         plugin_timeout,
         plugin_memory_bytes,
+        upstream_limits,
         cache,
         other,
     })

@@ -51,6 +51,8 @@ pub struct ProcessSettings {
     pub plugin_timeout: Duration,
     /// `PGW_PLUGIN_MEMORY_MB`: memory cap of one plugin instance, default 64 MiB.
     pub plugin_memory_bytes: usize,
+    /// `PGW_UPSTREAM_MAX_BODY_BYTES` and `PGW_SSE_MAX_EVENT_BYTES`.
+    pub upstream_limits: super::limits::UpstreamLimits,
     /// `PGW_CACHE_BACKEND` and the bounds of the response cache.
     pub cache: CacheSettings,
     /// Keys that are recognised but belong to features configured elsewhere (cache, Redis

@@ -16,9 +16,6 @@ use super::response::Accumulator;
 use super::sink::{CallState, Sink, SinkClosed};
 use super::upstream::{self, transient};
 
-/// Most bytes of a non-streamed answer.
-const RESPONSE_BODY_CAP: usize = 64 * 1024 * 1024;
-
 /// A classified upstream failure of one attempt.
 #[derive(Debug, Clone)]
 pub(crate) struct UpstreamFailure {
@@ -29,6 +26,10 @@ pub(crate) struct UpstreamFailure {
     pub retry_after: Option<Duration>,
     /// Short per-source reason (`network_error`, `timeout`, `rate_limited`, …).
     pub short: &'static str,
+    /// What the log and the telemetry row get instead of `message`, when the client is
+    /// told less (a transport error: its kind to the client, the error with the URL, without
+    /// userinfo, to the row).
+    pub detail: Option<String>,
 }
 
 /// Why an attempt did not produce an answer.
@@ -84,7 +85,9 @@ pub(crate) async fn run(
     sink: &mut Sink,
 ) -> (Result<AttemptAnswer, AttemptFailure>, AttemptMetrics) {
     let mut wd = Watchdog::start(source.settings.timeouts);
-    let out = run_inner(inner, source, preq, st, sink, &mut wd).await;
+    let out = run_inner(inner, source, preq, st, sink, &mut wd)
+        .await
+        .map_err(|f| upstream::scrub(source, f));
     let metrics = AttemptMetrics {
         latency: wd.started().elapsed(),
         ttft: wd.ttft(),
@@ -129,7 +132,7 @@ async fn run_inner(
         Ok(Err(UpstreamError::Invalid(m))) => {
             return Err(upstream::fault(source, "build-request", m));
         }
-        Ok(Err(e)) => return Err(transient(e.to_string(), "network_error")),
+        Ok(Err(e)) => return Err(upstream::transport_failure(source, &e, "network_error")),
         Ok(Ok(r)) => r,
     };
 
@@ -144,22 +147,9 @@ async fn run_inner(
     let mut acc = Accumulator::default();
     if !preq.stream {
         let waited = Instant::now();
-        let body = tokio::time::timeout_at(
-            wd.total_deadline(),
-            resp.body.read_capped(RESPONSE_BODY_CAP),
-        )
-        .await;
+        let body = upstream::read_answer(source, &mut resp, wd.total_deadline()).await;
         st.upstream_wait += waited.elapsed();
-        let body = match body {
-            Err(_) => {
-                return Err(timeout_failure(
-                    LivenessTimeout::Total,
-                    &source.settings.name,
-                ));
-            }
-            Ok(Err(e)) => return Err(transient(e.to_string(), "network_error")),
-            Ok(Ok(b)) => b,
-        };
+        let body = body?;
         let deltas = match instance.parse_response(&body)? {
             Ok(d) => d,
             Err(c) => return Err(classified_failure(c)),
@@ -192,7 +182,7 @@ async fn run_inner(
         st.sent_tool_calls = false;
     }
     let mut parser = instance.into_stream_parser(&source.info)?;
-    let mut framer = SseFramer::new();
+    let mut framer = SseFramer::with_max_event_bytes(inner.http.limits().sse_max_event_bytes);
     let mut framed = Vec::new();
     let mut batch: Vec<SseEvent> = Vec::new();
     let mut fwd = Forwarding {
@@ -207,11 +197,16 @@ async fn run_inner(
         st.upstream_wait += waited.elapsed();
         let bytes = match chunk {
             None => return Err(timeout_failure(kind, &source.settings.name)),
-            Some(Err(e)) => return Err(transient(e.to_string(), "broken_stream")),
+            Some(Err(e)) => return Err(upstream::transport_failure(source, &e, "broken_stream")),
             Some(Ok(None)) => break,
             Some(Ok(Some(b))) => b,
         };
-        framer.push(&bytes, &mut framed);
+        if let Err(e) = framer.try_push(&bytes, &mut framed) {
+            return Err(transient(
+                format!("{e} from {}", source.settings.name),
+                "oversized_event",
+            ));
+        }
         if framed.is_empty() {
             continue;
         }

@@ -423,14 +423,18 @@ impl Gateway {
         let cache = super::cache_layer::CacheRuntime::from_settings(&settings, clock.clone())?;
         let structured = super::structured::Strategies::load(&engine, &settings.scopes)?;
         let (recorder, http) = match previous {
-            Some(p) => (p.recorder.clone(), p.http.clone()),
+            Some(p) => (
+                p.recorder.clone(),
+                p.http.with_limits(settings.process.upstream_limits),
+            ),
             None => (
                 Arc::new(
                     Telemetry::start(&settings.process.telemetry)
                         .await
                         .map_err(|e| StartError::Telemetry(e.to_string()))?,
                 ),
-                HttpClients::new().map_err(|e| StartError::Transport(e.to_string()))?,
+                HttpClients::new(settings.process.upstream_limits)
+                    .map_err(|e| StartError::Transport(e.to_string()))?,
             ),
         };
         Ok(Inner {

@@ -174,9 +174,12 @@ pub(crate) fn attempt_error(f: &AttemptFailure) -> (&'static str, String) {
                 ErrorClass::RequestRejected => "request_rejected",
                 ErrorClass::ResultInvalid => "result_invalid",
             },
-            match u.status {
-                Some(s) => format!("HTTP {s}: {}", u.message),
-                None => u.message.clone(),
+            {
+                let text = u.detail.as_ref().unwrap_or(&u.message);
+                match u.status {
+                    Some(s) => format!("HTTP {s}: {text}"),
+                    None => text.clone(),
+                }
             },
         ),
         AttemptFailure::Plugin(e) => ("plugin_fault", e.to_string()),

@@ -1,22 +1,42 @@
 //! The pooled upstream HTTP client (reqwest on hyper, TCP_NODELAY, keep-alive pools). Two
 //! clients: one that ignores the process's proxy settings (the default) and one that uses
-//! them (`TRUST_ENV=true`).
+//! them (`TRUST_ENV=true`). Errors carry the URL without its userinfo, never a credential.
 
 use std::time::Duration;
 
 use bytes::Bytes;
 
-/// Transport-level failure of one upstream request (always transient).
+use crate::config::UpstreamLimits;
+
+/// Transport-level failure of one upstream request (always transient). URLs in it have
+/// their userinfo removed (`http://user:pass@host/…` → `http://host/…`).
 #[derive(Debug, thiserror::Error)]
 pub enum UpstreamError {
+    /// No connection: DNS, TCP or TLS failed. `url` has no userinfo.
     #[error("connect to {url}: {message}")]
     Connect { url: String, message: String },
+    /// The request failed after connecting (reset, protocol error, redirect limit). `url`
+    /// has no userinfo.
     #[error("upstream request to {url} failed: {message}")]
     Request { url: String, message: String },
+    /// The body broke while it was read.
     #[error("reading the upstream body failed: {0}")]
     Body(String),
+    /// The request cannot be sent (bad method, content type, client set-up).
     #[error("invalid upstream request: {0}")]
     Invalid(String),
+}
+
+impl UpstreamError {
+    /// The kind of failure, without any detail: what a client is told.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            UpstreamError::Connect { .. } => "connect_error",
+            UpstreamError::Request { .. } => "request_error",
+            UpstreamError::Body(_) => "body_error",
+            UpstreamError::Invalid(_) => "invalid_request",
+        }
+    }
 }
 
 /// The upstream's answer: status, headers, and a body read chunk by chunk.
@@ -28,33 +48,38 @@ pub struct UpstreamResponse {
 
 /// The body of an upstream response, read incrementally. Dropping it closes the stream
 /// (the connection is not reused if unread bytes remain).
-pub struct UpstreamBody(reqwest::Response);
+pub struct UpstreamBody {
+    response: reqwest::Response,
+    max_bytes: usize,
+}
 
 impl UpstreamBody {
     /// The next chunk of bytes; `None` at the end.
     pub async fn chunk(&mut self) -> Result<Option<Bytes>, UpstreamError> {
-        self.0
+        self.response
             .chunk()
             .await
-            .map_err(|e| UpstreamError::Body(error_chain(&e)))
+            .map_err(|e| UpstreamError::Body(error_chain(&e.without_url())))
     }
 
-    /// Read the whole body, keeping at most `cap` bytes (the rest is read and discarded).
-    pub async fn read_capped(&mut self, cap: usize) -> Result<Vec<u8>, UpstreamError> {
-        let mut out = Vec::new();
-        while let Some(c) = self.chunk().await? {
-            let room = cap.saturating_sub(out.len());
-            out.extend_from_slice(&c[..c.len().min(room)]);
-        }
-        Ok(out)
+    /// The body's length from `Content-Length`, when the upstream sent one.
+    pub fn content_length(&self) -> Option<u64> {
+        self.response.content_length()
+    }
+
+    /// The most bytes a non-streamed or error body may have
+    /// (`PGW_UPSTREAM_MAX_BODY_BYTES`); the readers of such bodies stop past it.
+    pub fn max_bytes(&self) -> usize {
+        self.max_bytes
     }
 }
 
-/// The two shared clients.
+/// The two shared clients, and the bounds on what an upstream may send.
 #[derive(Debug, Clone)]
 pub struct HttpClients {
     direct: reqwest::Client,
     with_env_proxy: reqwest::Client,
+    limits: UpstreamLimits,
 }
 
 /// Redirects are followed (at most 10) only within the origin of the request: a request
@@ -75,8 +100,8 @@ fn same_origin_redirects() -> reqwest::redirect::Policy {
 }
 
 impl HttpClients {
-    /// Build the clients.
-    pub fn new() -> Result<Self, UpstreamError> {
+    /// Build the clients; bodies they return carry `limits.max_body_bytes`.
+    pub fn new(limits: UpstreamLimits) -> Result<Self, UpstreamError> {
         let build = |trust_env: bool| {
             let mut b = reqwest::Client::builder()
                 .tcp_nodelay(true)
@@ -94,7 +119,32 @@ impl HttpClients {
         Ok(Self {
             direct: build(false)?,
             with_env_proxy: build(true)?,
+            limits,
         })
+    }
+
+    /// The same pooled clients with other limits (a reload keeps the connection pools).
+    pub fn with_limits(&self, limits: UpstreamLimits) -> Self {
+        Self {
+            limits,
+            ..self.clone()
+        }
+    }
+
+    /// The bounds on upstream answers.
+    pub fn limits(&self) -> UpstreamLimits {
+        self.limits
+    }
+
+    fn response(&self, mut resp: reqwest::Response) -> UpstreamResponse {
+        UpstreamResponse {
+            status: resp.status().as_u16(),
+            headers: std::mem::take(resp.headers_mut()),
+            body: UpstreamBody {
+                response: resp,
+                max_bytes: self.limits.max_body_bytes,
+            },
+        }
     }
 
     /// Send one request and wait for the response head.
@@ -113,18 +163,14 @@ impl HttpClients {
         } else {
             &self.direct
         };
-        let mut resp = client
+        let resp = client
             .request(method, url.clone())
             .headers(headers)
             .body(body)
             .send()
             .await
-            .map_err(|e| request_error(url.as_str(), &e))?;
-        Ok(UpstreamResponse {
-            status: resp.status().as_u16(),
-            headers: std::mem::take(resp.headers_mut()),
-            body: UpstreamBody(resp),
-        })
+            .map_err(|e| request_error(url, e))?;
+        Ok(self.response(resp))
     }
 
     /// `POST` a `multipart/form-data` upload (the client sets `content-type` with the
@@ -154,18 +200,14 @@ impl HttpClients {
             form = form.text(name, value);
         }
         form = form.part(upload.file_field, file);
-        let mut resp = client
+        let resp = client
             .post(url.clone())
             .headers(headers)
             .multipart(form)
             .send()
             .await
-            .map_err(|e| request_error(url.as_str(), &e))?;
-        Ok(UpstreamResponse {
-            status: resp.status().as_u16(),
-            headers: std::mem::take(resp.headers_mut()),
-            body: UpstreamBody(resp),
-        })
+            .map_err(|e| request_error(url, e))?;
+        Ok(self.response(resp))
     }
 }
 
@@ -183,20 +225,20 @@ pub struct MultipartUpload {
     pub fields: Vec<(String, String)>,
 }
 
-fn request_error(url: &str, e: &reqwest::Error) -> UpstreamError {
-    if e.is_connect() {
-        UpstreamError::Connect {
-            url: url.to_string(),
-            message: error_chain(e),
-        }
+/// The error of a request to `url`, with the URL once (the error's own copy is dropped)
+/// and without userinfo.
+fn request_error(url: &reqwest::Url, e: reqwest::Error) -> UpstreamError {
+    let connect = e.is_connect();
+    let message = error_chain(&e.without_url());
+    let url = super::redact::strip_userinfo(url.as_str()).into_owned();
+    if connect {
+        UpstreamError::Connect { url, message }
     } else {
-        UpstreamError::Request {
-            url: url.to_string(),
-            message: error_chain(e),
-        }
+        UpstreamError::Request { url, message }
     }
 }
 
+/// The error and its sources joined with `: `, any URL in them without userinfo.
 fn error_chain(e: &dyn std::error::Error) -> String {
     let mut s = e.to_string();
     let mut cur = e.source();
@@ -205,5 +247,5 @@ fn error_chain(e: &dyn std::error::Error) -> String {
         s.push_str(&c.to_string());
         cur = c.source();
     }
-    s
+    super::redact::strip_userinfo(&s).into_owned()
 }

@@ -1,4 +1,4 @@
-//! The stream liveness watchdog (reference §7.6): TTFT, inter-token and total limits for one
+//! The stream liveness watchdog: TTFT, inter-token and total limits for one
 //! attempt. Any token counts, reasoning included; keep-alive comments do not.
 //! Time comes from `tokio::time::Instant`, so tests drive it with a paused clock.
 
@@ -50,8 +50,13 @@ impl LivenessTimer {
         }
     }
 
-    /// Run `fut` until it finishes (`Some`) or `deadline` passes first (`None`). The future
-    /// is polled before the timer, so an answer already there wins over an expired deadline.
+    /// Run `fut` until it finishes (`Some`) or `deadline` passes first (`None`).
+    ///
+    /// The deadline is checked before every poll of `fut`, so a stream that always has
+    /// bytes ready cannot keep an expired deadline from firing. Each poll also spends one
+    /// unit of the task's cooperative budget (tokio's `coop`): a loop of reads that are
+    /// always ready still hands the worker back now and then, so the timers around the
+    /// attempt (the call deadline) get polled and other tasks on the worker run.
     pub async fn run<F: Future>(&mut self, deadline: Instant, fut: F) -> Option<F::Output> {
         if self.sleep.deadline() != deadline {
             self.sleep.as_mut().reset(deadline);
@@ -59,7 +64,12 @@ impl LivenessTimer {
         let mut fut = pin!(fut);
         let sleep = &mut self.sleep;
         std::future::poll_fn(|cx| {
+            if Instant::now() >= deadline {
+                return Poll::Ready(None);
+            }
+            let coop = std::task::ready!(tokio::task::coop::poll_proceed(cx));
             if let Poll::Ready(out) = fut.as_mut().poll(cx) {
+                coop.made_progress();
                 return Poll::Ready(Some(out));
             }
             match sleep.as_mut().poll(cx) {
@@ -214,13 +224,58 @@ mod tests {
         assert_eq!(Instant::now(), t0 + Duration::from_secs(9));
     }
 
-    /// An answer already there wins over a deadline already past.
+    /// A deadline already past wins over an answer already there: a stream that always has
+    /// bytes ready must still time out.
     #[tokio::test(start_paused = true)]
-    async fn ready_read_wins_over_expired_deadline() {
+    async fn expired_deadline_wins_over_a_ready_read() {
         let t0 = Instant::now();
-        let mut timer = LivenessTimer::new(t0);
+        let mut timer = LivenessTimer::new(t0 + Duration::from_secs(1));
+        assert_eq!(
+            timer
+                .run(t0 + Duration::from_secs(1), std::future::ready(5))
+                .await,
+            Some(5)
+        );
         tokio::time::advance(Duration::from_secs(1)).await;
-        assert_eq!(timer.run(t0, std::future::ready(5)).await, Some(5));
+        assert_eq!(
+            timer
+                .run(t0 + Duration::from_secs(1), std::future::ready(5))
+                .await,
+            None
+        );
         assert_eq!(timer.run(t0, std::future::pending::<u8>()).await, None);
+    }
+
+    /// A loop of reads that are always ready, under an outer timeout (the call deadline):
+    /// the reads spend the task's budget, the loop yields, and the outer timeout fires on
+    /// time. Without that the loop never returned `Pending` and the timeout never fired.
+    #[test]
+    fn always_ready_reads_cannot_starve_an_outer_timeout() {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_time()
+                .build()
+                .unwrap();
+            let started = std::time::Instant::now();
+            let out = rt.block_on(async {
+                let far = Instant::now() + Duration::from_secs(3600);
+                let mut timer = LivenessTimer::new(far);
+                tokio::time::timeout(Duration::from_millis(100), async {
+                    let mut reads = 0u64;
+                    while timer.run(far, std::future::ready(())).await.is_some() {
+                        reads += 1;
+                    }
+                    reads
+                })
+                .await
+            });
+            let _ = tx.send((out.is_err(), started.elapsed()));
+        });
+        let (timed_out, took) = rx
+            .recv_timeout(std::time::Duration::from_secs(10))
+            .expect("the outer timeout never fired: the read loop starved it");
+        assert!(timed_out);
+        assert!(took < std::time::Duration::from_secs(2), "took {took:?}");
     }
 }

@@ -109,7 +109,11 @@ pub(crate) async fn run<O: LeanOp>(
         permit.transport_started();
         let span = tracing::info_span!("attempt", attempt_id = %attempt_id, source = %source.settings.name);
         let started = tokio::time::Instant::now();
-        let outcome = op.attempt(inner, source).instrument(span).await;
+        let outcome = op
+            .attempt(inner, source)
+            .instrument(span)
+            .await
+            .map_err(|f| super::upstream::scrub(source, f));
         let latency = started.elapsed();
         drop(_in_flight);
         st.last_attempt_ms = Some(u64::try_from(latency.as_millis()).unwrap_or(u64::MAX));
