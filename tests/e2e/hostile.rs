@@ -235,7 +235,10 @@ async fn an_always_ready_stream_still_times_out_at_ttft() {
     let up = Hostile::start(Answer::KeepAliveFlood).await;
     let gw = gateway_on(
         &up.base_url,
-        vec![kv("LLM__OPENAI__1__TTFT_TIMEOUT_S", "1")],
+        vec![
+            kv("LLM__OPENAI__1__TTFT_TIMEOUT_S", "1"),
+            kv("LLM__OPENAI__1__INTER_TOKEN_TIMEOUT_S", "0.5"),
+        ],
     )
     .await;
     let started = Instant::now();
@@ -405,7 +408,7 @@ async fn userinfo_never_leaves_the_gateway() {
         assert!(!body.contains(leak), "{leak} in {body}");
     }
     let (attempts, terminal) = rows(&gw).await;
-    let url = format!("http://127.0.0.1:{port}/v1/chat/completions");
+    let url = format!("http://127.0.0.1:{port}/chat/completions");
     let error = attempts[0]["error"].as_str().unwrap();
     assert!(error.starts_with(&format!("connect to {url}: ")), "{error}");
     for row in attempts.iter().chain([&terminal]) {
