@@ -1,16 +1,31 @@
-//! The errors a call can end with (DESIGN §6–§7). `proxy::errors` maps them to HTTP in one
-//! place; the embedded API returns them as they are.
+//! The errors a call can end with. `proxy::errors` maps them to HTTP in one place; the
+//! embedded API returns them as they are.
 
 use std::collections::BTreeMap;
 
-/// Why a scope could not serve a call (reference §6.1 scope-level reasons).
+/// Why a scope could not serve a call. Three of them mean the call gave up because of rate
+/// limiting ([`UnavailableReason::is_rate_limit`]); the proxy answers those with 429.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum UnavailableReason {
+    /// Every eligible source's breaker is open and `CIRCUIT_OPEN=fail_fast`, or the call
+    /// waited for a cooldown (`CIRCUIT_OPEN=wait`) until its stall window or deadline left no
+    /// room for the rest.
     CircuitOpen,
+    /// `RETRY__MAX_ATTEMPTS` counted attempts failed, or a non-429 failure's retry hint is
+    /// longer than the call has left of its stall window and deadline.
     RetryExhausted,
+    /// The call spent its stall window waiting on rate limits (429 back-offs, quota waits)
+    /// while the scope produced no answer.
     Stalled,
+    /// Every eligible source is over a quota gate and `QUOTA_FULL=fail_fast`, or the next
+    /// opening is further away than the call has left of its stall window and deadline.
     QuotaExhausted,
+    /// An upstream answered 429 with a retry hint longer than the call has left of its stall
+    /// window and deadline: the call ends at once instead of sleeping into a certain failure.
+    RateLimited,
+    /// Every source is excluded for this call (dead, unsupported) or none can serve it.
     NoSources,
+    /// The shared state store did not answer; admission fails closed.
     GovernanceBackendDown,
 }
 
@@ -22,13 +37,28 @@ impl UnavailableReason {
             UnavailableReason::RetryExhausted => "retry_exhausted",
             UnavailableReason::Stalled => "stalled",
             UnavailableReason::QuotaExhausted => "quota_exhausted",
+            UnavailableReason::RateLimited => "rate_limited",
             UnavailableReason::NoSources => "no_sources",
             UnavailableReason::GovernanceBackendDown => "governance_backend_down",
         }
     }
+
+    /// Whether the call gave up because of rate limiting (an upstream's 429s or the scope's
+    /// own quotas), as opposed to sources failing or being unreachable.
+    pub fn is_rate_limit(self) -> bool {
+        match self {
+            UnavailableReason::Stalled
+            | UnavailableReason::QuotaExhausted
+            | UnavailableReason::RateLimited => true,
+            UnavailableReason::CircuitOpen
+            | UnavailableReason::RetryExhausted
+            | UnavailableReason::NoSources
+            | UnavailableReason::GovernanceBackendDown => false,
+        }
+    }
 }
 
-/// What the structured-output ladder saw when it gave up (reference D14 ⑤): the model's
+/// What the structured-output ladder saw when it gave up: the model's
 /// last answer as it came, why repair failed (if it did) or the first ways the repaired JSON
 /// broke the schema (if it did not).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -82,7 +112,8 @@ pub enum GatewayError {
     ScopeUnavailable {
         scope: String,
         reason: UnavailableReason,
-        /// Seconds until a retry is known to make sense; 0 = now (reference §6.1).
+        /// Seconds until a retry is known to make sense; 0 = now or unknown. On the wire it
+        /// is also the `Retry-After` header, rounded up to whole seconds.
         retry_after_s: f64,
         /// Source name → short reason (`network_error`, `timeout`, `rate_limited`,
         /// `source_dead`, `server_error`, …).

@@ -235,7 +235,7 @@ async fn permits_return_after_cancellation_and_deadline() {
 async fn quota_full_fail_fast_answers_at_once_and_wait_admits_later() {
     let m = mock().await;
     script(&m, "slow1", json!({"then": {"first_token_delay_ms": 400}})).await;
-    for (policy, want) in [("fail_fast", vec![200, 503]), ("wait", vec![200, 200])] {
+    for (policy, want) in [("fail_fast", vec![200, 429]), ("wait", vec![200, 200])] {
         let mut env = source(&m, "openai", 1, "slow1", "a");
         env.extend([
             kv("LLM__OPENAI__1__MAX_CONCURRENCY", 1),
@@ -260,7 +260,11 @@ async fn quota_full_fail_fast_answers_at_once_and_wait_admits_later() {
                 v["error"]["per_source_reasons"],
                 json!({"openai-1": "quota_exhausted"})
             );
+            assert_eq!(v["error"]["type"], "rate_limit_exceeded");
+            assert_eq!(v["error"]["code"], "quota_exhausted");
             assert!(headers.contains_key("retry-after"));
+            // Refused before any upstream work: the client's own retry policy applies.
+            assert!(!headers.contains_key("x-should-retry"));
             assert!(
                 took < Duration::from_millis(1000),
                 "fail fast took {took:?}"

@@ -20,6 +20,7 @@ mod plugin_fixtures;
 mod plugin_load;
 mod plugin_serve;
 mod proxy_basics;
+mod rate_limits;
 mod reload;
 mod sandbox;
 mod scale_out;

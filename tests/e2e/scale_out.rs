@@ -210,7 +210,7 @@ async fn permits_of_a_killed_process_come_back_after_the_lease() {
     );
     drop(held);
     let (status, _, body) = post_chat(&other, chat_body(false)).await;
-    assert_eq!(status, 503, "{body}");
+    assert_eq!(status, 429, "{body}");
     let v: Value = serde_json::from_str(&body).unwrap();
     assert_eq!(v["error"]["reason"], "quota_exhausted");
     script(&m, "held", json!({"then": {}})).await;

@@ -1,7 +1,7 @@
-//! Exponential back-off with jitter (reference §7.2):
-//! `min(base × 2^retry, max) × uniform(0.5, 1.5)`, then the larger of that and the
-//! upstream's `Retry-After` hint (never clamped: a finite hint is honoured, §6.2 of
-//! design-call-deadline).
+//! Exponential back-off with jitter: `min(base × 2^retry, max) × uniform(0.5, 1.5)`, then
+//! the larger of that and the upstream's retry hint (a hint above `max` is honoured). This is
+//! the planned delay only: the retry loop bounds every sleep by what is left of the call's
+//! stall window and deadline, and ends the call when the hint alone is beyond that.
 
 use std::time::Duration;
 

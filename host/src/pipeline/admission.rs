@@ -1,11 +1,14 @@
-//! Admission of one attempt (reference §4.3, §7.3, §7.4 issue-14): pick a source among those
-//! available, pass its breaker gate, its pacer and the limiter's six gates. When every
-//! eligible source is blocked, dispatch on the reason — quota full (`QUOTA_FULL`) or circuit
-//! open (`CIRCUIT_OPEN`) — and either fail fast with 503 or wait (sleeping to the known
-//! deadline or the next release, clamped to the stall budget).
+//! Admission of one attempt: pick a source among those available, pass its breaker gate, its
+//! pacer and the limiter's six gates. When every eligible source is blocked, dispatch on the
+//! reason — quota full (`QUOTA_FULL`) or circuit open (`CIRCUIT_OPEN`) — and either fail fast
+//! or wait (sleeping to the known opening or the next release). Every wait is bounded by
+//! [`CallAdmission::wait_bound`] (what is left of the stall window and of the call deadline):
+//! a known opening beyond it ends the call at once with that opening as its retry hint.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
+
+use tokio::time::Instant;
 
 use crate::config::WaitPolicy;
 use crate::error::{GatewayError, UnavailableReason};
@@ -17,8 +20,8 @@ use crate::plugin::Candidate;
 
 use super::gateway::ScopeRuntime;
 
-/// `retry_after_s` of a failed-closed admission (reference §6.1: the backend's recovery
-/// time is unknowable; 0 would stampede it).
+/// `retry_after_s` of a failed-closed admission (the backend's recovery time is unknowable;
+/// 0 would stampede it).
 const BACKEND_DOWN_RETRY_AFTER_S: f64 = 5.0;
 /// Re-check period while waiting on a half-open probe or a concurrency slot.
 const RECHECK: Duration = Duration::from_millis(100);
@@ -127,19 +130,39 @@ pub(crate) struct CallAdmission {
     pub last_message: String,
     /// Admission waits of this call not yet counted in `/metrics` (reason, time waited).
     pub waits: Vec<(UnavailableReason, Duration)>,
+    /// When the call's deadline passes (`None` = no deadline).
+    pub deadline: Option<Instant>,
 }
 
 impl CallAdmission {
-    /// The state of a new loop run in `scope`: nothing excluded, the scope's stall budget.
-    pub(crate) fn new(scope: &ScopeRuntime) -> Self {
+    /// The state of a new loop run in `scope` of a call that must end by `deadline`:
+    /// nothing excluded, the scope's stall budget.
+    pub(crate) fn new(scope: &ScopeRuntime, deadline: Option<Instant>) -> Self {
         Self {
             excluded: vec![false; scope.sources.len()],
             stall: StallBudget::new(scope.settings.governance.stall_window),
             per_source: BTreeMap::new(),
             last_message: String::from("no attempt was made"),
             waits: Vec::new(),
+            deadline,
         }
     }
+
+    /// The longest this call may still wait or back off: what is left of its stall window
+    /// (given the scope's last answer `progress_age` ago) and of its deadline, whichever is
+    /// less.
+    pub(crate) fn wait_bound(&self, progress_age: Option<Duration>) -> Duration {
+        let stall = self.stall.left(progress_age);
+        match self.deadline {
+            Some(d) => stall.min(d.saturating_duration_since(Instant::now())),
+            None => stall,
+        }
+    }
+}
+
+/// The call deadline of a call that started at `started` with the timeout `deadline`.
+pub(crate) fn deadline_at(started: Instant, deadline: Option<Duration>) -> Option<Instant> {
+    deadline.and_then(|d| started.checked_add(d))
 }
 
 fn backend_down(scope: &ScopeRuntime, what: &str, message: String) -> GatewayError {
@@ -319,26 +342,50 @@ pub(crate) async fn admit<'a>(
             (UnavailableReason::QuotaExhausted, gov.quota_full, wait)
         };
         let age = scope.progress.age_ms(now).map(Duration::from_millis);
-        if policy == WaitPolicy::FailFast || call.stall.stalled(age) {
-            let stalled = policy == WaitPolicy::Wait;
+        let retry_after_s = wait_ms.unwrap_or(0) as f64 / 1000.0;
+        if policy == WaitPolicy::FailFast {
             return Err(GatewayError::ScopeUnavailable {
                 scope: scope.settings.name.to_string(),
-                reason: if stalled {
-                    UnavailableReason::Stalled
-                } else {
-                    reason
-                },
-                retry_after_s: wait_ms.unwrap_or(0) as f64 / 1000.0,
+                reason,
+                retry_after_s,
                 per_source_reasons: call.per_source.clone(),
-                message: if stalled {
-                    format!(
-                        "no progress for the stall window of {:?} ({})",
-                        gov.stall_window,
-                        reason.as_str()
-                    )
-                } else {
-                    format!("every source is blocked ({})", reason.as_str())
-                },
+                message: format!("every source is blocked ({})", reason.as_str()),
+            });
+        }
+        let bound = call.wait_bound(age);
+        if call.stall.stalled(age) || bound.is_zero() {
+            // Rate limits that outlasted the window are a stall; a breaker that stayed open
+            // is still an open circuit (not the client's rate).
+            let gave_up = if reason == UnavailableReason::QuotaExhausted {
+                UnavailableReason::Stalled
+            } else {
+                reason
+            };
+            return Err(GatewayError::ScopeUnavailable {
+                scope: scope.settings.name.to_string(),
+                reason: gave_up,
+                retry_after_s,
+                per_source_reasons: call.per_source.clone(),
+                message: format!(
+                    "no progress for the stall window of {:?} ({})",
+                    gov.stall_window,
+                    reason.as_str()
+                ),
+            });
+        }
+        if let Some(ms) = wait_ms.filter(|&ms| Duration::from_millis(ms) > bound) {
+            // The known opening is past what the call may wait: waiting for it would end in
+            // a stall or the deadline anyway, so end now with the opening as the hint.
+            return Err(GatewayError::ScopeUnavailable {
+                scope: scope.settings.name.to_string(),
+                reason,
+                retry_after_s,
+                per_source_reasons: call.per_source.clone(),
+                message: format!(
+                    "every source is blocked ({}) for {:.3} s, longer than the call may still wait within its stall window and deadline",
+                    reason.as_str(),
+                    Duration::from_millis(ms).as_secs_f64(),
+                ),
             });
         }
         // Wait: to the known deadline, or for a release; never a tight poll.
@@ -346,8 +393,8 @@ pub(crate) async fn admit<'a>(
             Some(0) | None => RECHECK,
             Some(ms) => Duration::from_millis(ms),
         };
-        let sleep = call.stall.clamp(planned).max(Duration::from_millis(10));
-        let started = tokio::time::Instant::now();
+        let sleep = planned.min(bound).max(Duration::from_millis(10));
+        let started = Instant::now();
         if reason == UnavailableReason::QuotaExhausted && wait_ms.is_none() {
             let _ = tokio::time::timeout(sleep, notified).await;
         } else {

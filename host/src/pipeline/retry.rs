@@ -1,6 +1,7 @@
-//! The retry loop (reference §4.4, §6, §7.2) — the only place that decides to retry. Each
-//! attempt: pick a source, run it, record its row; on failure classify and back off, switch
-//! source at once (source dead), or stop (request rejected, result invalid, plugin fault).
+//! The retry loop — the only place that decides to retry. Each attempt: pick a source, run
+//! it, record its row; on failure classify and back off (bounded by what is left of the
+//! stall window and the call deadline), switch source at once (source dead), or stop
+//! (request rejected, result invalid, plugin fault, a retry hint the call cannot wait for).
 //! A streamed call may fail over freely until it commits (its first token went out); after
 //! that a failure ends the stream with an in-band error, never a truncated "success".
 
@@ -42,7 +43,11 @@ pub(crate) async fn retry_loop(
         stream: req.stream,
         prefill: None,
     };
-    let mut call = CallAdmission::new(scope);
+    let deadline = admission::deadline_at(
+        st.started,
+        req.call_deadline.or(scope.settings.call_deadline),
+    );
+    let mut call = CallAdmission::new(scope, deadline);
     let mut budget = RetryBudget::new(scope);
     // The failure that broke a started stream, reported if no continuation succeeds.
     let mut interrupted: Option<(String, String)> = None;
@@ -193,8 +198,8 @@ pub(crate) async fn retry_loop(
 }
 
 /// The retry budget of one loop run (chat or lean): attempts counted against
-/// `RETRY__MAX_ATTEMPTS` (429s are not: they spend the stall budget instead, reference §7.3
-/// issue-8), back-offs taken, and the last failure's retry hint.
+/// `RETRY__MAX_ATTEMPTS` (429s are not: they spend the stall budget instead), back-offs
+/// taken, and the last failure's retry hint.
 pub(crate) struct RetryBudget {
     max_attempts: u32,
     counted: u32,
@@ -279,10 +284,13 @@ impl RetryBudget {
 }
 
 /// After a transient failure: sleep the jittered exponential back-off (the larger of it and
-/// the failure's retry-after, reference §7.2), and when the failure was a 429, charge the
-/// attempt and the sleep to the stall budget (non-productive, §7.3 issue-8) and give up with
-/// `stalled` when the budget is spent and the scope made no progress. Returns the time slept.
-/// Shared by the chat loop and the lean loop.
+/// the failure's retry hint), bounded before it starts by [`CallAdmission::wait_bound`] —
+/// what is left of the stall window and of the call deadline. A hint beyond that bound ends
+/// the call at once with that hint (429 `rate_limited` after a 429, else 503
+/// `retry_exhausted`): sleeping would only end in a stall or the deadline. A 429's attempt
+/// and sleep are charged to the stall budget (non-productive time), and the call gives up
+/// with 429 `stalled` once the budget is spent and the scope made no progress. Returns the
+/// time slept. Shared by the chat loop and the lean loop.
 pub(crate) async fn back_off(
     scope: &ScopeRuntime,
     call: &mut CallAdmission,
@@ -291,38 +299,99 @@ pub(crate) async fn back_off(
     attempt_latency: Duration,
 ) -> Result<Duration, GatewayError> {
     let retry = scope.settings.retry;
-    let delay = backoff_delay(
+    let rate_limited = up.class == ErrorClass::Transient && up.status == Some(429);
+    if rate_limited {
+        call.stall.charge(attempt_latency);
+        if call.stall.stalled(progress_age(scope)) {
+            return Err(stalled(scope, call, up));
+        }
+    }
+    let planned = backoff_delay(
         retry.base_delay,
         retry.max_delay,
         backoffs,
         rand::random::<f64>(),
         up.retry_after,
     );
-    tracing::debug!(?delay, "transient failure, backing off: {}", up.message);
-    let slept = Instant::now();
+    let bound = call.wait_bound(progress_age(scope));
+    let beyond = up.retry_after.filter(|&hint| hint > bound);
+    if beyond.is_some() || (bound.is_zero() && !planned.is_zero()) {
+        return Err(no_time_to_wait(scope, call, beyond, bound, rate_limited));
+    }
+    let delay = planned.min(bound);
+    tracing::debug!(
+        ?delay,
+        ?planned,
+        "transient failure, backing off: {}",
+        up.message
+    );
+    let started = Instant::now();
     tokio::time::sleep(delay).await;
-    let slept = slept.elapsed();
-    let rate_limited = up.class == ErrorClass::Transient && up.status == Some(429);
+    let slept = started.elapsed();
     if rate_limited {
-        call.stall.charge(attempt_latency + slept);
-        let age = scope
-            .progress
-            .age_ms(scope.clock.now_ms())
-            .map(Duration::from_millis);
-        if call.stall.stalled(age) {
-            return Err(GatewayError::ScopeUnavailable {
-                scope: scope.settings.name.to_string(),
-                reason: UnavailableReason::Stalled,
-                retry_after_s: up.retry_after.map(|d| d.as_secs_f64()).unwrap_or(0.0),
-                per_source_reasons: std::mem::take(&mut call.per_source),
-                message: format!(
-                    "rate limited without progress for the stall window of {:?}",
-                    scope.settings.governance.stall_window
-                ),
-            });
+        call.stall.charge(slept);
+        if call.stall.stalled(progress_age(scope)) {
+            return Err(stalled(scope, call, up));
         }
     }
     Ok(slept)
+}
+
+/// Time since the scope's last answer (`None`: it never answered).
+fn progress_age(scope: &ScopeRuntime) -> Option<Duration> {
+    scope
+        .progress
+        .age_ms(scope.clock.now_ms())
+        .map(Duration::from_millis)
+}
+
+/// The 429 `stalled` of a call whose 429s spent its stall window.
+fn stalled(scope: &ScopeRuntime, call: &mut CallAdmission, up: &UpstreamFailure) -> GatewayError {
+    GatewayError::ScopeUnavailable {
+        scope: scope.settings.name.to_string(),
+        reason: UnavailableReason::Stalled,
+        retry_after_s: up.retry_after.map(|d| d.as_secs_f64()).unwrap_or(0.0),
+        per_source_reasons: std::mem::take(&mut call.per_source),
+        message: format!(
+            "rate limited without progress for the stall window of {:?}; last error: {}",
+            scope.settings.governance.stall_window, call.last_message
+        ),
+    }
+}
+
+/// The error of a failure whose retry hint (`beyond`) is longer than the call may still wait,
+/// or that leaves no time at all for a back-off.
+fn no_time_to_wait(
+    scope: &ScopeRuntime,
+    call: &mut CallAdmission,
+    beyond: Option<Duration>,
+    bound: Duration,
+    rate_limited: bool,
+) -> GatewayError {
+    tracing::info!(
+        scope = %scope.settings.name,
+        hint_s = beyond.map(|h| h.as_secs_f64()),
+        left_s = bound.as_secs_f64(),
+        "no time left to back off within the stall window and deadline: giving up at once"
+    );
+    let why = match beyond {
+        Some(hint) => format!(
+            "the upstream asked to wait {:.3} s, longer than the call may still wait within its stall window and deadline",
+            hint.as_secs_f64()
+        ),
+        None => "no time is left for a back-off within the stall window and deadline".to_string(),
+    };
+    GatewayError::ScopeUnavailable {
+        scope: scope.settings.name.to_string(),
+        reason: if rate_limited {
+            UnavailableReason::RateLimited
+        } else {
+            UnavailableReason::RetryExhausted
+        },
+        retry_after_s: beyond.map_or(0.0, |hint| hint.as_secs_f64()),
+        per_source_reasons: std::mem::take(&mut call.per_source),
+        message: format!("{why}; last error: {}", call.last_message),
+    }
 }
 
 fn response(

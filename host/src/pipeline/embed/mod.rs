@@ -19,6 +19,7 @@ use crate::config::SourceSettings;
 use crate::error::GatewayError;
 use crate::telemetry::{UsageSource, cap_text};
 
+use super::admission::deadline_at;
 use super::gateway::Inner;
 use super::lean::call::{LeanCall, scope_of, with_deadline};
 use super::lean::{self, LeanState};
@@ -142,8 +143,11 @@ pub(crate) async fn run_embed(
         &stored_inputs(&req.input),
     );
     let mut guard = call.cancel_guard(inner.clone());
-    let mut st = LeanState::default();
     let deadline = req.options.call_deadline.or(scope.settings.call_deadline);
+    let mut st = LeanState {
+        deadline: deadline_at(call.started, deadline),
+        ..LeanState::default()
+    };
     let span = tracing::info_span!("embed", call_id = %call.call_id, scope = %call.scope);
     let result = with_deadline(deadline, embed_inner(&inner, &call, &req, &mut st))
         .instrument_in(span)

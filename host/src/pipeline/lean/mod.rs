@@ -59,6 +59,8 @@ pub(crate) struct LeanState {
     pub last_source: Option<usize>,
     /// The last attempt's latency in ms.
     pub last_attempt_ms: Option<u64>,
+    /// When the call's deadline passes; bounds the loop's waits and back-offs.
+    pub deadline: Option<tokio::time::Instant>,
 }
 
 /// A successful run: the answer and the index of the source that gave it.
@@ -78,7 +80,7 @@ pub(crate) async fn run<O: LeanOp>(
     st: &mut LeanState,
     seed: u64,
 ) -> Result<LeanAnswer<O::Output>, GatewayError> {
-    let mut call = CallAdmission::new(scope);
+    let mut call = CallAdmission::new(scope, st.deadline);
     let mut budget = RetryBudget::new(scope);
     // The source of this run's previous attempt: the selector treats it as a retry.
     let mut previous: Option<usize> = None;

@@ -22,6 +22,7 @@ use tracing::Instrument;
 use crate::error::GatewayError;
 use crate::telemetry::UsageSource;
 
+use super::admission::deadline_at;
 use super::gateway::Inner;
 use super::lean::call::{LeanCall, scope_of, with_deadline};
 use super::lean::{self, LeanOp, LeanState};
@@ -87,8 +88,11 @@ async fn run_ocr<O: LeanOp>(
     call.messages = Arc::from(stored_inputs(&req.image));
     let call = Arc::new(call);
     let mut guard = call.cancel_guard(inner.clone());
-    let mut st = LeanState::default();
     let deadline = req.options.call_deadline.or(scope.settings.call_deadline);
+    let mut st = LeanState {
+        deadline: deadline_at(call.started, deadline),
+        ..LeanState::default()
+    };
     let op = make(call.clone(), upload);
     let seed = scope.seed.fetch_add(1, Ordering::Relaxed);
     let span = tracing::info_span!("ocr", kind, call_id = %call.call_id, scope = %call.scope);
