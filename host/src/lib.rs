@@ -26,6 +26,7 @@ pub mod telemetry;
 pub mod transport;
 
 pub use error::{GatewayError, StructuredFailure, UnavailableReason};
+pub use pipeline::EmbeddingInput;
 pub use pipeline::{
     CallEvent, CallOptions, ChatRequest, ChatResponse, EmbeddingRequest, EmbeddingResponse,
     EmbeddingUsage, Gateway, StartError, StreamStart, TokenUsage, ToolCall,

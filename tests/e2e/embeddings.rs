@@ -1,16 +1,19 @@
-//! Embeddings under chat's governance (issue 11) through a real `polygateway serve` process,
-//! the embedded API and the official OpenAI Python SDK, on the mock upstream over TCP:
-//! batching by `MAX_BATCH` with vectors in input order, one cache entry per text (a repeat
-//! sends nothing, new texts go in one batch), `result_invalid` for a wrong dimension with
-//! the breaker still closed, one deadline over every batch, failover, usage summed (or
-//! unavailable), and one telemetry row per batch.
+//! Embeddings under chat's governance through a real `polygateway serve` process, the
+//! embedded API and the official OpenAI Python SDK, on the mock upstream over TCP: batching
+//! by `MAX_BATCH` with vectors in input order, one cache entry per input (a repeat sends
+//! nothing, new texts go in one batch), `result_invalid` for a wrong dimension with the
+//! breaker still closed, one deadline over every batch, failover, usage summed (or
+//! unavailable), one telemetry row per batch, and token-id array inputs (sent byte for byte,
+//! cached apart from texts, failed over from a text-only provider, 400 naming `input` when no
+//! source takes them).
 
 use polygateway::config::settings_from_vars;
-use polygateway::mock::embedding_vector;
+use polygateway::mock::{embedding_vector, token_embedding_vector};
 use polygateway::{EmbeddingRequest, Gateway, UsageSource};
 use serde_json::{Value, json};
 
 use crate::common::{bin, kv};
+use crate::plugin_fixtures::text_embedder;
 use polygateway_tests::{
     GatewayProcess, MockUpstream, eventually, hits, mock, run_python, script, telemetry_rows,
 };
@@ -378,7 +381,31 @@ async fn the_openai_python_sdk_gets_float_and_base64_vectors() {
         assert_eq!(out["usage"], json!({"prompt_tokens": 3, "total_tokens": 3}));
         assert_eq!(out["model"], "emb");
     }
+    // `client.embeddings.create(input=[[15339]])`, as LangChain's `OpenAIEmbeddings` sends.
+    for (mode, ids) in [("float", "[[15339], [1917, 3]]"), ("default", "[[15339]]")] {
+        let out = run_python(
+            "sdk_embeddings.py",
+            &[&gw.base_url, "emb", mode, "--tokens", ids],
+        )
+        .await;
+        let ids: Vec<Vec<u32>> = serde_json::from_str(ids).unwrap();
+        let want: Vec<Vec<f64>> = ids
+            .iter()
+            .map(|ids| {
+                token_embedding_vector(ids, 8)
+                    .into_iter()
+                    .map(f64::from)
+                    .collect()
+            })
+            .collect();
+        let got: Vec<Vec<f64>> = serde_json::from_value(out["embeddings"].clone()).unwrap();
+        assert_eq!(got, want, "{mode}");
+        let n: usize = ids.iter().map(Vec::len).sum();
+        assert_eq!(out["usage"], json!({"prompt_tokens": n, "total_tokens": n}));
+    }
     let sent = hits(&m, "emb-sdk").await;
+    assert_eq!(sent[2]["body"]["input"], json!([[15339], [1917, 3]]));
+    assert_eq!(sent[3]["body"]["input"], json!([[15339]]));
     // The gateway always asks the upstream for floats, whatever the client wants.
     assert!(
         sent.iter().all(|h| h["body"]["encoding_format"] == "float"),
@@ -451,4 +478,208 @@ async fn one_call_never_mixes_models_and_a_mixed_scope_is_not_cached() {
     assert_eq!(status, 200);
     assert_eq!(header(&h, "x-pgw-cached-inputs"), "0");
     assert_eq!(header(&h, "x-pgw-upstream-batches"), "3");
+}
+
+/// Env of source `n` of scope `EMB` on the text-only embedding fixture (`text_embedder.wasm`,
+/// provider key `TEXTEMB`), same model as [`emb_source`].
+async fn text_only_source(m: &MockUpstream, n: u32, scenario: &str) -> Vec<(String, String)> {
+    let p = format!("EMB__TEXTEMB__{n}__");
+    vec![
+        (
+            format!("{p}PLUGIN"),
+            text_embedder().await.display().to_string(),
+        ),
+        (format!("{p}BASE_URL"), m.base_url(scenario)),
+        (format!("{p}MODEL"), "text-embedding-3-small".into()),
+        (format!("{p}API_KEY"), format!("sk-{scenario}")),
+    ]
+}
+
+#[tokio::test]
+async fn token_arrays_reach_the_upstream_byte_exact_and_answer_in_openai_shape() {
+    let m = mock().await;
+    let gw = start(emb_source(&m, 1, "emb-tokens", 0)).await;
+    let (status, h, body) = post(
+        &gw,
+        json!({"model": "emb", "input": [[15339], [1917, 3]]}),
+        &[],
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let sent = hits(&m, "emb-tokens").await;
+    assert_eq!(sent.len(), 1);
+    assert_eq!(
+        sent[0]["raw_body"],
+        r#"{"encoding_format":"float","input":[[15339],[1917,3]],"model":"text-embedding-3-small"}"#
+    );
+    // OpenAI's answer shape, exactly: one embedding object per input, in order; the mock
+    // counts one token per id.
+    let data: Vec<Value> = [vec![15339], vec![1917, 3]]
+        .iter()
+        .enumerate()
+        .map(|(i, ids)| {
+            json!({"object": "embedding", "index": i, "embedding": token_embedding_vector(ids, 8)})
+        })
+        .collect();
+    assert_eq!(
+        body,
+        json!({"object": "list", "data": data, "model": "emb",
+               "usage": {"prompt_tokens": 3, "total_tokens": 3}})
+    );
+    assert_eq!(header(&h, "x-pgw-source"), "openai-1");
+
+    // An array of integers is one input of token ids.
+    let (status, _, body) = post(&gw, json!({"model": "emb", "input": [15339, 1917]}), &[]).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        vectors_of(&body),
+        vec![token_embedding_vector(&[15339, 1917], 8)]
+    );
+    let sent = hits(&m, "emb-tokens").await;
+    assert_eq!(sent[1]["body"]["input"], json!([[15339, 1917]]));
+
+    // Bad token inputs are 400s naming `input`, and nothing goes upstream.
+    for (input, message) in [
+        (json!([[]]), "`input[0]` is an empty token array"),
+        (
+            json!([[1], [-2]]),
+            "`input[1][0]` is -2: a token id is never negative",
+        ),
+        (
+            json!([4294967296u64]),
+            "`input[0]` is 4294967296: a token id is at most 4294967295",
+        ),
+    ] {
+        let (status, _, body) = post(&gw, json!({"model": "emb", "input": input}), &[]).await;
+        assert_eq!(status, 400, "{body}");
+        assert_eq!(body["error"]["param"], "input", "{body}");
+        assert_eq!(body["error"]["message"], message, "{body}");
+    }
+    assert_eq!(hits(&m, "emb-tokens").await.len(), 2);
+}
+
+#[tokio::test]
+async fn token_inputs_and_texts_never_share_a_cache_entry() {
+    let m = mock().await;
+    let mut env = emb_source(&m, 1, "emb-tok-cache", 0);
+    env.push(kv("PGW_CACHE_BACKEND", "memory"));
+    env.push(kv("EMB__CACHE__TTL_S", 60));
+    let gw = start(env).await;
+    // Repeats within one call go up once.
+    let (status, _, body) =
+        post(&gw, json!({"model": "emb", "input": [[1, 2], [1, 2]]}), &[]).await;
+    assert_eq!(status, 200, "{body}");
+    let ids = token_embedding_vector(&[1, 2], 8);
+    assert_eq!(vectors_of(&body), vec![ids.clone(), ids.clone()]);
+    assert_eq!(
+        hits(&m, "emb-tok-cache").await[0]["body"]["input"],
+        json!([[1, 2]])
+    );
+    // The text "[1,2]" is not answered with the vector of the ids [1, 2].
+    let (status, h, body) = post(&gw, json!({"model": "emb", "input": "[1,2]"}), &[]).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(header(&h, "x-pgw-cached-inputs"), "0");
+    assert_eq!(vectors_of(&body), vec![embedding_vector("[1,2]", 8)]);
+    assert_ne!(embedding_vector("[1,2]", 8), ids);
+    // The ids again: from the cache, nothing sent.
+    let (status, h, body) = post(&gw, json!({"model": "emb", "input": [1, 2]}), &[]).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(header(&h, "x-pgw-cache-hit"), "true");
+    assert_eq!(vectors_of(&body), vec![ids]);
+    assert_eq!(hits(&m, "emb-tok-cache").await.len(), 2);
+}
+
+#[tokio::test]
+async fn a_scope_whose_only_source_takes_text_refuses_token_arrays_naming_input() {
+    let m = mock().await;
+    let gw = start(text_only_source(&m, 1, "emb-text-only").await).await;
+    let (status, h, body) = post(&gw, json!({"model": "emb", "input": [[15339]]}), &[]).await;
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(body["error"]["type"], "invalid_request_error");
+    assert_eq!(body["error"]["param"], "input", "{body}");
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(
+        message.starts_with("no source of scope `EMB` takes token-id arrays as `input`")
+            && message.contains("provider `text-embedder` takes text inputs only"),
+        "{message}"
+    );
+    assert!(h.get("x-pgw-source").is_none());
+    assert_eq!(
+        hits(&m, "emb-text-only").await.len(),
+        0,
+        "nothing went upstream"
+    );
+    // The same source serves texts.
+    let (status, _, body) = post(&gw, json!({"model": "emb", "input": ["hello"]}), &[]).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(vectors_of(&body), vec![embedding_vector("hello", 8)]);
+    assert_eq!(
+        hits(&m, "emb-text-only").await[0]["body"]["input"],
+        json!(["hello"])
+    );
+}
+
+#[tokio::test]
+async fn token_arrays_fail_over_from_a_text_only_source_to_one_that_takes_them() {
+    let m = mock().await;
+    // Source 1 (index 0, the round robin's first pick) takes text only; source 2 is OpenAI.
+    // Batches of one input: the text-only source declines once and is skipped for the
+    // call's later batches.
+    let mut env = text_only_source(&m, 1, "emb-fo-text").await;
+    env.push(kv("EMB__TEXTEMB__1__MAX_BATCH", 1));
+    env.extend(emb_source(&m, 2, "emb-fo-openai", 1));
+    env.push(kv("PGW_TELEMETRY_BACKEND", "sqlite"));
+    let gw = start(env).await;
+    let input = json!([[15339], [1917, 3], [7]]);
+    let (status, h, body) = post(&gw, json!({"model": "emb", "input": input}), &[]).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        vectors_of(&body),
+        [vec![15339], vec![1917, 3], vec![7]]
+            .iter()
+            .map(|ids| token_embedding_vector(ids, 8))
+            .collect::<Vec<_>>()
+    );
+    assert_eq!(header(&h, "x-pgw-source"), "openai-2");
+    assert_eq!(
+        header(&h, "x-pgw-attempts"),
+        "4",
+        "one decline, then three batches"
+    );
+    assert_eq!(header(&h, "x-pgw-upstream-batches"), "3");
+    assert_eq!(hits(&m, "emb-fo-text").await.len(), 0);
+    let sent = hits(&m, "emb-fo-openai").await;
+    let inputs: Vec<&Value> = sent.iter().map(|h| &h["body"]["input"]).collect();
+    assert_eq!(
+        inputs,
+        [&json!([[15339]]), &json!([[1917, 3]]), &json!([[7]])]
+    );
+    // The decline is an attempt row of its own; token inputs are stored as digests.
+    let db = gw.telemetry_db();
+    let rows = eventually(10, || async {
+        let rows = telemetry_rows(&db, &["event", "source_name", "error_type", "messages"]).await;
+        rows.iter()
+            .any(|r| r["event"] == "terminal_success")
+            .then_some(rows)
+    })
+    .await;
+    let attempts = |source: &str| -> Vec<Value> {
+        rows.iter()
+            .filter(|r| r["event"] == "attempt" && r["source_name"] == source)
+            .cloned()
+            .collect()
+    };
+    let declined = attempts("textemb-1");
+    assert_eq!(declined.len(), 1, "{rows:?}");
+    assert_eq!(declined[0]["error_type"], "unsupported");
+    let answered = attempts("openai-2");
+    assert_eq!(answered.len(), 3, "{rows:?}");
+    assert!(
+        answered.iter().all(|r| r["error_type"].is_null()),
+        "{rows:?}"
+    );
+    let stored: Value = serde_json::from_str(declined[0]["messages"].as_str().unwrap()).unwrap();
+    let part = &stored[0]["content"][0];
+    assert_eq!(part["type"], "tokens", "{stored}");
+    assert_eq!(part["sha256"].as_str().map(str::len), Some(64), "{stored}");
 }

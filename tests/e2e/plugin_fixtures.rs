@@ -53,8 +53,8 @@ fn build_guest(manifest: &Path, target_name: &str) -> Result<PathBuf, String> {
     Ok(target_dir.join("wasm32-wasip2").join("release"))
 }
 
-/// The test-fixture components: `broken_provider.wasm` and `hostile_provider.wasm`, built
-/// once per test binary.
+/// The test-fixture components: `broken_provider.wasm`, `hostile_provider.wasm` and
+/// `text_embedder.wasm`, built once per test binary.
 pub async fn fixture_plugins() -> PathBuf {
     static BUILT: OnceLock<Result<PathBuf, String>> = OnceLock::new();
     let built = tokio::task::spawn_blocking(|| {
@@ -72,6 +72,11 @@ pub async fn fixture_plugins() -> PathBuf {
     .await
     .expect("build task");
     built.unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// The text-only embedding provider fixture (declines token-id arrays).
+pub async fn text_embedder() -> PathBuf {
+    fixture_plugins().await.join("text_embedder.wasm")
 }
 
 /// The broken provider fixture.

@@ -25,7 +25,7 @@ pub use flight::{Flight, Publisher, SingleFlight};
 pub use key::{KeyInput, cache_key, digest_messages, digest_part, key_material, model_fingerprint};
 pub use memory::MemoryCache;
 pub use redis::RedisCache;
-pub use response_cache::{CacheStatus, ResponseCache, is_storable};
+pub use response_cache::{CacheStatus, EmbeddingKeyInput, ResponseCache, is_storable};
 
 /// Why a cache operation failed. The pipeline never shows these to a caller: it treats them
 /// as a miss (read) or a dropped write.

@@ -52,6 +52,15 @@ struct Degradation {
     next_probe: Option<Instant>,
 }
 
+/// One embedding input as [`ResponseCache::embedding_key`] keys it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EmbeddingKeyInput<'a> {
+    /// A text input.
+    Text(&'a str),
+    /// A token-id array input.
+    Tokens(&'a [u32]),
+}
+
 /// The cache as the call pipeline uses it.
 pub struct ResponseCache {
     backend: Arc<dyn CacheBackend>,
@@ -242,14 +251,15 @@ impl ResponseCache {
     }
 
     /// The key of one embedding input in `scope`: the canonical SHA-256 of `fingerprint`
-    /// (the [`model_fingerprint`] of the sources that embed it), the text, the requested
-    /// `dimensions`, the namespace and the salt (the same rules as a chat key, reference
-    /// §7.5), or `None` for an unknown scope.
+    /// (the [`model_fingerprint`] of the sources that embed it), the input, the requested
+    /// `dimensions`, the namespace and the salt (the same rules as a chat key), or `None` for
+    /// an unknown scope. A text is keyed under `input` and token ids under `input_tokens`,
+    /// so the ids `[1, 2]` never share an entry with the text `"[1,2]"`.
     pub fn embedding_key(
         &self,
         scope: &str,
         fingerprint: &serde_json::Value,
-        text: &str,
+        input: EmbeddingKeyInput<'_>,
         dimensions: Option<u32>,
         namespace: Option<&str>,
         salt: Option<&str>,
@@ -258,7 +268,10 @@ impl ResponseCache {
         let mut m = serde_json::Map::new();
         m.insert("kind".into(), "embedding".into());
         m.insert("model".into(), fingerprint.clone());
-        m.insert("input".into(), text.into());
+        match input {
+            EmbeddingKeyInput::Text(text) => m.insert("input".into(), text.into()),
+            EmbeddingKeyInput::Tokens(ids) => m.insert("input_tokens".into(), ids.into()),
+        };
         m.insert("namespace".into(), namespace.unwrap_or(&s.namespace).into());
         if let Some(salt) = salt {
             m.insert("salt".into(), salt.into());

@@ -1,10 +1,14 @@
 //! The mock's OpenAI-shaped embeddings endpoint (`POST /sc/<name>/v1/embeddings`, or
 //! `/v1/embeddings` for `default`) and its deterministic vectors ([`embedding_vector`]).
 //!
-//! A request `{model, input: string | [string], dimensions?, encoding_format?}` is answered
+//! A request `{model, input, dimensions?, encoding_format?}` — `input` a string, an array of
+//! strings, an array of token ids (one input) or an array of token-id arrays, as OpenAI takes
+//! it — is answered
 //! `{"object":"list","data":[{"object":"embedding","index":i,"embedding":…}],"model":<model>,
-//! "usage":{"prompt_tokens":P,"total_tokens":P}}`, where P sums each input's
-//! whitespace-separated word count (at least 1 per input). Vectors have 8 dimensions unless the
+//! "usage":{"prompt_tokens":P,"total_tokens":P}}`, where P sums each text input's
+//! whitespace-separated word count (at least 1 per input) and each token input's id count.
+//! A token input's vector is [`token_embedding_vector`]. Each hit records the parsed `body`
+//! and the exact bytes (`raw_body`). Vectors have 8 dimensions unless the
 //! request's `dimensions` (or the step's `embedding_dims`, which wins) says otherwise;
 //! `encoding_format: "base64"` sends each vector as the base64 of its little-endian f32 bytes.
 //! The step's `drop_vectors`, `shuffle` and `embedding_usage` shape the answer; `status`,
@@ -68,6 +72,87 @@ pub fn embedding_tokens(text: &str) -> u64 {
     (text.split_whitespace().count() as u64).max(1)
 }
 
+/// The mock's vector for an input of token ids: [`embedding_vector`] of the text
+/// `"tokens:"` followed by the ids in decimal, comma-separated (`tokens:15339,1917`). No
+/// text input that a test would send looks like that, so the vector of the ids `[1, 2]`
+/// differs from that of the text `"[1,2]"` (a cache that mixed them up shows).
+pub fn token_embedding_vector(ids: &[u32], dims: usize) -> Vec<f32> {
+    let listed: Vec<String> = ids.iter().map(u32::to_string).collect();
+    embedding_vector(&format!("tokens:{}", listed.join(",")), dims)
+}
+
+/// One input of a request: a text or token ids.
+enum Input<'a> {
+    Text(&'a str),
+    Tokens(Vec<u32>),
+}
+
+impl Input<'_> {
+    fn vector(&self, dims: usize) -> Vec<f32> {
+        match self {
+            Input::Text(t) => embedding_vector(t, dims),
+            Input::Tokens(ids) => token_embedding_vector(ids, dims),
+        }
+    }
+
+    /// Words of a text; ids of a token input (exactly what it costs at OpenAI).
+    fn tokens(&self) -> u64 {
+        match self {
+            Input::Text(t) => embedding_tokens(t),
+            Input::Tokens(ids) => ids.len() as u64,
+        }
+    }
+}
+
+/// Token ids of one input, as OpenAI takes them: non-negative integers within u32, at least
+/// one.
+fn token_ids(items: &[Value], at: &str) -> Result<Vec<u32>, String> {
+    if items.is_empty() {
+        return Err(format!("{at}: a token array must not be empty"));
+    }
+    items
+        .iter()
+        .map(|v| {
+            v.as_u64()
+                .and_then(|id| u32::try_from(id).ok())
+                .ok_or_else(|| format!("{at}: token ids are integers from 0 to {}", u32::MAX))
+        })
+        .collect()
+}
+
+/// The inputs of a request: OpenAI's four shapes of `input`.
+fn inputs(req: &Value) -> Result<Vec<Input<'_>>, String> {
+    let inputs = match req.get("input") {
+        Some(Value::String(s)) => vec![Input::Text(s.as_str())],
+        Some(Value::Array(items)) if items.first().is_some_and(Value::is_number) => {
+            vec![Input::Tokens(token_ids(items, "input")?)]
+        }
+        Some(Value::Array(items)) if items.first().is_some_and(Value::is_array) => items
+            .iter()
+            .enumerate()
+            .map(|(i, v)| match v {
+                Value::Array(ids) => Ok(Input::Tokens(token_ids(ids, &format!("input[{i}]"))?)),
+                _ => Err(format!("input[{i}]: every item must be a token array")),
+            })
+            .collect::<Result<_, _>>()?,
+        Some(Value::Array(items)) => items
+            .iter()
+            .map(|v| {
+                v.as_str()
+                    .map(Input::Text)
+                    .ok_or("input: every item must be a string".to_string())
+            })
+            .collect::<Result<_, _>>()?,
+        Some(_) => {
+            return Err(
+                "input: a string, an array of strings, of token ids or of token arrays".into(),
+            );
+        }
+        None => return Err("input: required".into()),
+    };
+    Ok(inputs)
+}
+
 pub(super) async fn default_embeddings(
     State(state): State<Arc<MockState>>,
     headers: HeaderMap,
@@ -99,6 +184,8 @@ async fn embeddings(
     };
     let mut hit = request_hit(&path, &headers);
     hit["body"] = req.clone();
+    // The bytes as sent, for tests that check the request byte for byte.
+    hit["raw_body"] = Value::String(String::from_utf8_lossy(&body).into_owned());
     let (step, guard) = state.record(&name, hit, true);
     if step.first_token_delay_ms > 0 {
         tokio::time::sleep(Duration::from_millis(step.first_token_delay_ms)).await;
@@ -128,15 +215,7 @@ async fn embeddings(
 
 /// The answer body for a well-formed request, or why the request is malformed.
 fn answer(step: &Step, req: &Value) -> Result<Value, String> {
-    let inputs: Vec<&str> = match req.get("input") {
-        Some(Value::String(s)) => vec![s.as_str()],
-        Some(Value::Array(items)) => items
-            .iter()
-            .map(|v| v.as_str().ok_or("input: every item must be a string"))
-            .collect::<Result<_, _>>()?,
-        Some(_) => return Err("input: a string or an array of strings".into()),
-        None => return Err("input: required".into()),
-    };
+    let inputs = inputs(req)?;
     if inputs.is_empty() {
         return Err("input: must not be empty".into());
     }
@@ -167,8 +246,8 @@ fn answer(step: &Step, req: &Value) -> Result<Value, String> {
         .iter()
         .take(kept)
         .enumerate()
-        .map(|(i, text)| {
-            let v = embedding_vector(text, dims);
+        .map(|(i, input)| {
+            let v = input.vector(dims);
             let embedding = if base64 {
                 json!(embedding_base64(&v))
             } else {
@@ -182,7 +261,7 @@ fn answer(step: &Step, req: &Value) -> Result<Value, String> {
     }
     let mut body = json!({"object": "list", "data": data, "model": model});
     if step.embedding_usage {
-        let p: u64 = inputs.iter().map(|t| embedding_tokens(t)).sum();
+        let p: u64 = inputs.iter().map(Input::tokens).sum();
         body["usage"] = json!({"prompt_tokens": p, "total_tokens": p});
     }
     Ok(body)

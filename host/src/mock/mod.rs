@@ -21,6 +21,7 @@ mod server;
 
 pub use embeddings::{
     DEFAULT_EMBEDDING_DIMS, embedding_base64, embedding_tokens, embedding_vector,
+    token_embedding_vector,
 };
 pub use ocr::{
     LAYOUT_BAD_BOX_MIDDLE_JSON, LAYOUT_BAD_JSON_MIDDLE, LAYOUT_GOOD_MIDDLE_JSON, LAYOUT_MARKDOWN,

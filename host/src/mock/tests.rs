@@ -146,7 +146,9 @@ async fn embeddings_float_dims_and_usage() {
     for bad in [
         json!({"model": "m"}),
         json!({"model": "m", "input": []}),
-        json!({"model": "m", "input": [1, 2]}),
+        json!({"model": "m", "input": [1, "a"]}),
+        json!({"model": "m", "input": [[]]}),
+        json!({"model": "m", "input": [[1], [-2]]}),
         json!({"model": "m", "input": "x", "dimensions": 0}),
         json!({"model": "m", "input": "x", "encoding_format": "hex"}),
     ] {

@@ -21,7 +21,7 @@ mod structured;
 mod structured_layer;
 mod upstream;
 
-pub use embed::{EmbeddingRequest, EmbeddingResponse, EmbeddingUsage};
+pub use embed::{EmbeddingInput, EmbeddingRequest, EmbeddingResponse, EmbeddingUsage};
 pub use gateway::{Gateway, ReloadError, ReloadReport, SettingsSource, StartError};
 pub use ocr::{
     MAX_IMAGE_BYTES, OcrElement, OcrHealth, OcrLayoutResult, OcrPageSize, OcrRequest,

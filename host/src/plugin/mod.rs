@@ -29,8 +29,8 @@ pub use strategy::{
     StrategyInfo,
 };
 pub use wire::{
-    ArchiveFetch, Bbox, EmbeddingRequest, EmbeddingResponse, EmbeddingUsage, ImageInfo,
-    LayoutDocument, LayoutElement, OcrOperation, PageSize, UploadRequest,
+    ArchiveFetch, Bbox, EmbeddingInputs, EmbeddingRequest, EmbeddingResponse, EmbeddingUsage,
+    ImageInfo, LayoutDocument, LayoutElement, OcrOperation, PageSize, UploadRequest,
 };
 pub use wire::{
     AuthScheme, BuildError, Capabilities, ChatRequest as PluginChatRequest, ClassifiedError, Delta,

@@ -10,7 +10,7 @@ mod generated {
 }
 
 pub use generated::exports::polygateway::plugin::embedding_provider::{
-    EmbeddingRequest, EmbeddingResponse, EmbeddingUsage,
+    EmbeddingInputs, EmbeddingRequest, EmbeddingResponse, EmbeddingUsage,
 };
 pub use generated::exports::polygateway::plugin::ocr_provider::{
     ArchiveFetch, Bbox, ImageInfo, LayoutDocument, LayoutElement, OcrOperation, PageSize,

@@ -4,8 +4,8 @@
 
 use polygateway_plugin_sdk::{
     ArchiveFetch, AuthScheme, Bbox, BuildError, ChatRequest, ClassifiedError, EmbeddingGuest,
-    EmbeddingRequest, ErrorClass, Guest, Header, ImageInfo, LayoutElement, OcrGuest, OcrOperation,
-    PageSize, SourceInfo, ThinkingStyle,
+    EmbeddingInputs, EmbeddingRequest, ErrorClass, Guest, Header, ImageInfo, LayoutElement,
+    OcrGuest, OcrOperation, PageSize, SourceInfo, ThinkingStyle,
 };
 
 use super::{MAX_MESSAGE_CHARS, MonkeyOcr};
@@ -104,7 +104,7 @@ fn chat_and_embeddings_are_unsupported() {
         BuildError::Unsupported("provider `monkeyocr` serves OCR only, not chat".into())
     );
     let req = EmbeddingRequest {
-        inputs: vec!["a".into()],
+        inputs: EmbeddingInputs::Texts(vec!["a".into()]),
         dimensions: None,
     };
     let e = <MonkeyOcr as EmbeddingGuest>::build_embedding_request(req, source()).unwrap_err();

@@ -1,5 +1,5 @@
 //! The generic OpenAI-compatible provider component (`openai.wasm`): plain chat completions
-//! and embeddings (`POST /embeddings`), no thinking switch, no prefill continuation.
+//! and embeddings (`POST /embeddings`, text or token-id inputs), no thinking switch, no prefill continuation.
 //! Everything is the SDK's default behaviour.
 
 use polygateway_plugin_sdk::{Capabilities, Provider, ThinkingStyle};
@@ -20,6 +20,9 @@ impl Provider for OpenAi {
         ocr: false,
         audio: false,
     };
+    /// OpenAI's `/embeddings` takes token-id arrays (`input: [[15339], [1917, 3]]`), as
+    /// LangChain's `OpenAIEmbeddings` sends by default.
+    const EMBEDDING_TOKEN_INPUT: bool = true;
 }
 
 polygateway_plugin_sdk::export_provider!(OpenAi);

@@ -3,7 +3,10 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use polygateway_plugin_sdk::golden::check_transcript;
-use polygateway_plugin_sdk::{BuildError, ChatRequest, Guest, Provider, SourceInfo, ThinkingStyle};
+use polygateway_plugin_sdk::{
+    BuildError, ChatRequest, EmbeddingGuest, EmbeddingInputs, EmbeddingRequest, Guest, Provider,
+    SourceInfo, ThinkingStyle,
+};
 use serde_json::{Value, json};
 
 use super::OpenAi;
@@ -53,6 +56,20 @@ fn body_ignores_enable_thinking() {
 fn prefill_is_unsupported() {
     let err = <OpenAi as Guest>::build_request(request(Some("abc")), source(None)).unwrap_err();
     assert!(matches!(err, BuildError::Unsupported(_)), "{err:?}");
+}
+
+#[test]
+fn token_id_arrays_reach_the_embeddings_body_as_given() {
+    let req = EmbeddingRequest {
+        inputs: EmbeddingInputs::Tokens(vec![vec![15339], vec![1917, 3]]),
+        dimensions: None,
+    };
+    let http = <OpenAi as EmbeddingGuest>::build_embedding_request(req, source(None)).unwrap();
+    assert_eq!(http.path, "/embeddings");
+    assert_eq!(
+        String::from_utf8(http.body).unwrap(),
+        r#"{"encoding_format":"float","input":[[15339],[1917,3]],"model":"gpt-4o-mini"}"#
+    );
 }
 
 #[test]

@@ -7,8 +7,8 @@ use serde_json::Value;
 
 use crate::classify::{classify_error_object, collapse_and_cap};
 use crate::{
-    AuthScheme, BuildError, ClassifiedError, EmbeddingRequest, EmbeddingResponse, EmbeddingUsage,
-    ErrorClass, Header, HttpRequest, SourceInfo,
+    AuthScheme, BuildError, ClassifiedError, EmbeddingInputs, EmbeddingRequest, EmbeddingResponse,
+    EmbeddingUsage, ErrorClass, Header, HttpRequest, SourceInfo,
 };
 
 /// The path of the OpenAI embeddings endpoint, appended to the source's base URL.
@@ -19,35 +19,58 @@ use crate::{
 /// ```
 pub const EMBEDDINGS_PATH: &str = "/embeddings";
 
-/// `POST /embeddings` with `{"model", "input": [texts], "encoding_format": "float"}` and
-/// `dimensions` when asked; bearer auth. Always an array input, so one answer shape.
+/// `POST /embeddings` with `{"model", "input", "encoding_format": "float"}` and `dimensions`
+/// when asked; bearer auth. `input` is always an array, so the answer has one shape: the
+/// texts (`["a", "b"]`), or one array of token ids per input (`[[15339], [1917, 3]]`, as
+/// OpenAI takes them; the ids are sent as given).
 ///
 /// Errors: an empty batch → `invalid-request` (the host never sends one).
 ///
 /// # Example
 /// ```
-/// use polygateway_plugin_sdk::{EmbeddingRequest, SourceInfo, openai_embedding_request};
+/// use polygateway_plugin_sdk::{
+///     EmbeddingInputs, EmbeddingRequest, SourceInfo, openai_embedding_request,
+/// };
 ///
 /// let source = SourceInfo { model: "text-embedding-3-small".into(),
 ///     base_url: "https://api.openai.com/v1".into(), enable_thinking: None,
 ///     extra_body_json: "{}".into() };
-/// let req = EmbeddingRequest { inputs: vec!["a".into(), "b".into()], dimensions: Some(8) };
+/// let req = EmbeddingRequest {
+///     inputs: EmbeddingInputs::Texts(vec!["a".into(), "b".into()]),
+///     dimensions: Some(8),
+/// };
 /// let http = openai_embedding_request(&req, &source).unwrap();
 /// assert_eq!(http.path, "/embeddings");
 /// assert_eq!(http.body, br#"{"dimensions":8,"encoding_format":"float","input":["a","b"],"model":"text-embedding-3-small"}"#);
+///
+/// let req = EmbeddingRequest {
+///     inputs: EmbeddingInputs::Tokens(vec![vec![15339], vec![1917, 3]]),
+///     dimensions: None,
+/// };
+/// let http = openai_embedding_request(&req, &source).unwrap();
+/// assert_eq!(http.body, br#"{"encoding_format":"float","input":[[15339],[1917,3]],"model":"text-embedding-3-small"}"#);
 /// ```
 pub fn openai_embedding_request(
     req: &EmbeddingRequest,
     source: &SourceInfo,
 ) -> Result<HttpRequest, BuildError> {
-    if req.inputs.is_empty() {
-        return Err(BuildError::InvalidRequest(
-            "inputs: an embedding batch needs at least one text".to_owned(),
-        ));
-    }
+    let input = match &req.inputs {
+        EmbeddingInputs::Texts(texts) if !texts.is_empty() => Value::from(texts.clone()),
+        EmbeddingInputs::Tokens(arrays) if !arrays.is_empty() => Value::Array(
+            arrays
+                .iter()
+                .map(|ids| Value::from(ids.as_slice()))
+                .collect(),
+        ),
+        _ => {
+            return Err(BuildError::InvalidRequest(
+                "inputs: an embedding batch needs at least one input".to_owned(),
+            ));
+        }
+    };
     let mut body = serde_json::Map::new();
     body.insert("model".into(), Value::from(source.model.as_str()));
-    body.insert("input".into(), Value::from(req.inputs.clone()));
+    body.insert("input".into(), input);
     body.insert("encoding_format".into(), Value::from("float"));
     if let Some(d) = req.dimensions {
         body.insert("dimensions".into(), Value::from(d));
@@ -193,6 +216,49 @@ fn invalid(message: String) -> ClassifiedError {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    fn source() -> SourceInfo {
+        SourceInfo {
+            model: "m".into(),
+            base_url: "http://x".into(),
+            enable_thinking: None,
+            extra_body_json: "{}".into(),
+        }
+    }
+
+    #[test]
+    fn token_arrays_go_as_arrays_of_arrays_and_empty_batches_are_refused() {
+        let req = |inputs| EmbeddingRequest {
+            inputs,
+            dimensions: None,
+        };
+        let body = |inputs| {
+            String::from_utf8(
+                openai_embedding_request(&req(inputs), &source())
+                    .unwrap()
+                    .body,
+            )
+            .unwrap()
+        };
+        // One input of two ids stays one array: never flattened into two inputs.
+        assert_eq!(
+            body(EmbeddingInputs::Tokens(vec![vec![15339, 1917]])),
+            r#"{"encoding_format":"float","input":[[15339,1917]],"model":"m"}"#
+        );
+        assert_eq!(
+            body(EmbeddingInputs::Tokens(vec![vec![u32::MAX], vec![0]])),
+            r#"{"encoding_format":"float","input":[[4294967295],[0]],"model":"m"}"#
+        );
+        for empty in [
+            EmbeddingInputs::Texts(vec![]),
+            EmbeddingInputs::Tokens(vec![]),
+        ] {
+            assert!(matches!(
+                openai_embedding_request(&req(empty), &source()),
+                Err(BuildError::InvalidRequest(_))
+            ));
+        }
+    }
 
     #[test]
     fn base64_vectors_decode_little_endian() {

@@ -101,7 +101,7 @@ mod think;
 pub use bindings::export_provider;
 pub use bindings::exports::polygateway::plugin::chat_provider::{Guest, GuestStreamParser};
 pub use bindings::exports::polygateway::plugin::embedding_provider::{
-    EmbeddingRequest, EmbeddingResponse, EmbeddingUsage, Guest as EmbeddingGuest,
+    EmbeddingInputs, EmbeddingRequest, EmbeddingResponse, EmbeddingUsage, Guest as EmbeddingGuest,
 };
 pub use bindings::exports::polygateway::plugin::ocr_provider::{
     ArchiveFetch, Bbox, Guest as OcrGuest, ImageInfo, LayoutDocument, LayoutElement, OcrOperation,

@@ -7,10 +7,10 @@ use std::marker::PhantomData;
 use crate::request::{ChatBody, chat_completions_request, parse_messages, prefill_message};
 use crate::{
     ArchiveFetch, BuildError, CONTRACT_VERSION, Capabilities, ChatRequest, ChatStreamParser,
-    ClassifiedError, Delta, EmbeddingGuest, EmbeddingRequest, EmbeddingResponse, ErrorClass, Guest,
-    GuestStreamParser, Header, HttpRequest, ImageInfo, LayoutDocument, OcrGuest, OcrOperation,
-    PluginInfo, SourceInfo, SseEvent, UploadRequest, classify_http_error, openai_embedding_request,
-    parse_chat_response, parse_openai_embeddings,
+    ClassifiedError, Delta, EmbeddingGuest, EmbeddingInputs, EmbeddingRequest, EmbeddingResponse,
+    ErrorClass, Guest, GuestStreamParser, Header, HttpRequest, ImageInfo, LayoutDocument, OcrGuest,
+    OcrOperation, PluginInfo, SourceInfo, SseEvent, UploadRequest, classify_http_error,
+    openai_embedding_request, parse_chat_response, parse_openai_embeddings,
 };
 
 /// An OpenAI-compatible provider. Every method has a default that speaks plain OpenAI chat
@@ -104,6 +104,17 @@ pub trait Provider: 'static {
     /// # Example
     /// `const SPLIT_INLINE_THINK: bool = true;`
     const SPLIT_INLINE_THINK: bool = false;
+
+    /// Whether the upstream takes token-id arrays as embedding input (OpenAI's
+    /// `input: [[15339], [1917, 3]]`); only read when `CAPABILITIES.embedding`. Off by
+    /// default: many OpenAI-compatible embedding servers take text only, and a provider that
+    /// says nothing gets token batches answered `unsupported`, so the host sends them to a
+    /// source that takes them (or answers 400 naming `input`) instead of an upstream that
+    /// would refuse them. The `openai` component sets it.
+    ///
+    /// # Example
+    /// `const EMBEDDING_TOKEN_INPUT: bool = true;`
+    const EMBEDDING_TOKEN_INPUT: bool = false;
 
     /// `describe`: name, [`CONTRACT_VERSION`] and capabilities.
     ///
@@ -229,9 +240,36 @@ pub trait Provider: 'static {
 
     /// `build-embedding-request`: when `CAPABILITIES.embedding`,
     /// [`crate::openai_embedding_request`] (OpenAI `POST /embeddings`); else `unsupported`.
+    /// A batch of token-id arrays is `unsupported` unless [`Provider::EMBEDDING_TOKEN_INPUT`].
     ///
     /// # Example
-    /// See [`crate::openai_embedding_request`].
+    /// ```
+    /// use polygateway_plugin_sdk::{
+    ///     BuildError, Capabilities, EmbeddingInputs, EmbeddingRequest, Provider, SourceInfo,
+    ///     ThinkingStyle,
+    /// };
+    ///
+    /// struct TextOnly;
+    /// impl Provider for TextOnly {
+    ///     const NAME: &'static str = "text-only";
+    ///     const CAPABILITIES: Capabilities = Capabilities {
+    ///         streaming: false, native_json_schema: false, thinking: ThinkingStyle::None,
+    ///         prefill_continuation: false, chat: false, embedding: true, ocr: false,
+    ///         audio: false,
+    ///     };
+    /// }
+    /// let source = SourceInfo { model: "m".into(), base_url: "http://e".into(),
+    ///     enable_thinking: None, extra_body_json: "{}".into() };
+    /// let tokens = EmbeddingRequest {
+    ///     inputs: EmbeddingInputs::Tokens(vec![vec![15339]]), dimensions: None,
+    /// };
+    /// assert!(matches!(TextOnly::build_embedding_request(&tokens, &source),
+    ///     Err(BuildError::Unsupported(_))));
+    /// let texts = EmbeddingRequest {
+    ///     inputs: EmbeddingInputs::Texts(vec!["hello".into()]), dimensions: None,
+    /// };
+    /// assert!(TextOnly::build_embedding_request(&texts, &source).is_ok());
+    /// ```
     fn build_embedding_request(
         req: &EmbeddingRequest,
         source: &SourceInfo,
@@ -239,6 +277,12 @@ pub trait Provider: 'static {
         if !Self::CAPABILITIES.embedding {
             return Err(BuildError::Unsupported(format!(
                 "provider `{}` does not serve embeddings",
+                Self::NAME
+            )));
+        }
+        if matches!(req.inputs, EmbeddingInputs::Tokens(_)) && !Self::EMBEDDING_TOKEN_INPUT {
+            return Err(BuildError::Unsupported(format!(
+                "provider `{}` takes text inputs only, not token-id arrays",
                 Self::NAME
             )));
         }

@@ -1,12 +1,19 @@
 //! One embedding batch as a lean operation: the provider builds the request for the next
-//! texts (at most the admitted source's `MAX_BATCH`), the host sends it and checks the
+//! inputs (at most the admitted source's `MAX_BATCH`), the host sends it and checks the
 //! answer — one vector per input, every vector of one dimension, equal to the requested one
-//! and to the call's earlier vectors; anything else is `result_invalid`.
+//! and to the call's earlier vectors; anything else is `result_invalid`. A provider that
+//! declines a batch of token-id arrays is remembered for the rest of the call
+//! ([`Declined`]).
 
+use std::sync::Arc;
+use std::sync::Mutex;
 use std::time::Duration;
 
 use crate::config::SourceSettings;
-use crate::plugin::{BuildError, EmbeddingRequest as PluginEmbeddingRequest, EmbeddingUsage};
+use crate::error::{GatewayError, UnavailableReason};
+use crate::plugin::{
+    BuildError, EmbeddingInputs, EmbeddingRequest as PluginEmbeddingRequest, EmbeddingUsage,
+};
 use crate::telemetry::{CallRow, UsageSource};
 
 use super::super::attempt::AttemptFailure;
@@ -17,11 +24,15 @@ use super::super::rows::attempt_error;
 use super::super::upstream::{
     body_cap, classified, classify_status, read_body, request_headers, result_invalid, sent, url_of,
 };
+use super::EmbeddingInput;
 
-/// The next batch of a call: `pending` are the texts still without a vector, in order.
+/// The next batch of a call.
 pub(crate) struct BatchOp<'a> {
     pub call: &'a LeanCall,
-    pub pending: &'a [String],
+    /// The call's inputs.
+    pub input: &'a EmbeddingInput,
+    /// The indices (into `input`) of the inputs still without a vector, in order.
+    pub pending: &'a [usize],
     /// The client's `dimensions`.
     pub dimensions: Option<u32>,
     /// The dimension every vector must have (the requested one, else the call's first).
@@ -30,18 +41,69 @@ pub(crate) struct BatchOp<'a> {
     /// batches go only to sources of the same model, so one answer never mixes vectors of
     /// two models (they would be incomparable).
     pub pin: Option<&'a SourceSettings>,
+    /// The sources whose provider declined token-id arrays earlier in this call.
+    pub declined: &'a Declined,
+}
+
+/// The sources of one call whose provider answered `unsupported` to a batch of token-id
+/// arrays, with its message: they serve none of the call's later batches, and when no other
+/// source is left the call's error names `input` ([`Declined::explain`]). Only a token call
+/// ever takes the lock: once per decline, and once per candidate of an admission round.
+#[derive(Debug, Default)]
+pub(crate) struct Declined(Mutex<Vec<(Arc<str>, String)>>);
+
+impl Declined {
+    fn note(&self, source: &Arc<str>, message: &str) {
+        if let Ok(mut v) = self.0.lock() {
+            v.push((source.clone(), message.to_owned()));
+        }
+    }
+
+    fn contains(&self, source: &str) -> bool {
+        self.0
+            .lock()
+            .is_ok_and(|v| v.iter().any(|(s, _)| &**s == source))
+    }
+
+    /// The call's error after the lean loop gave up with `e`: when every source left was
+    /// excluded (no source of the scope can serve the call) and some of them declined token
+    /// ids, a 400 naming `input` that lists them; else `e`.
+    pub(crate) fn explain(&self, scope: &str, e: GatewayError) -> GatewayError {
+        let no_sources = matches!(
+            &e,
+            GatewayError::ScopeUnavailable {
+                reason: UnavailableReason::NoSources,
+                ..
+            }
+        );
+        let declined = match self.0.lock() {
+            Ok(v) if no_sources && !v.is_empty() => v
+                .iter()
+                .map(|(s, m)| format!("{s}: {m}"))
+                .collect::<Vec<_>>()
+                .join("; "),
+            _ => return e,
+        };
+        GatewayError::invalid(
+            "input",
+            format!(
+                "no source of scope `{scope}` takes token-id arrays as `input`; send the \
+                 inputs as text ({declined})"
+            ),
+        )
+    }
 }
 
 /// A batch's answer.
 pub(crate) struct BatchOutput {
-    /// One vector per text taken, in order.
+    /// One vector per input taken, in order.
     pub vectors: Vec<Vec<f32>>,
     pub usage: Option<EmbeddingUsage>,
     pub model_reported: Option<String>,
 }
 
 impl BatchOp<'_> {
-    /// How many of the pending texts go to `source` in one request.
+    /// How many of the pending inputs go to `source` in one request.
     pub(crate) fn take(&self, source: &SourceRuntime) -> usize {
         match source.settings.max_batch {
             0 => self.pending.len(),
@@ -54,17 +116,30 @@ impl BatchOp<'_> {
         inner: &Inner,
         source: &SourceRuntime,
     ) -> Result<BatchOutput, AttemptFailure> {
-        let texts = &self.pending[..self.take(source)];
+        let taken = &self.pending[..self.take(source)];
         let deadline = tokio::time::Instant::now() + source.settings.timeouts.total;
         let mut instance = source.component.instance()?;
+        let inputs = match self.input {
+            EmbeddingInput::Texts(t) => {
+                EmbeddingInputs::Texts(taken.iter().filter_map(|&i| t.get(i).cloned()).collect())
+            }
+            EmbeddingInput::Tokens(t) => {
+                EmbeddingInputs::Tokens(taken.iter().filter_map(|&i| t.get(i).cloned()).collect())
+            }
+        };
         let req = PluginEmbeddingRequest {
-            inputs: texts.to_vec(),
+            inputs,
             dimensions: self.dimensions,
         };
         let http = match instance.build_embedding_request(&req, &source.info)? {
             Ok(h) => h,
             Err(BuildError::InvalidRequest(m)) => return Err(AttemptFailure::BuildInvalid(m)),
-            Err(BuildError::Unsupported(m)) => return Err(AttemptFailure::Unsupported(m)),
+            Err(BuildError::Unsupported(m)) => {
+                if matches!(self.input, EmbeddingInput::Tokens(_)) {
+                    self.declined.note(&source.settings.name, &m);
+                }
+                return Err(AttemptFailure::Unsupported(m));
+            }
         };
         let f = "build-embedding-request";
         let headers = request_headers(source, f, &http.headers, &http.auth)?;
@@ -84,11 +159,11 @@ impl BatchOp<'_> {
         let parsed = instance
             .parse_embedding_response(&body)?
             .map_err(classified)?;
-        if parsed.vectors.len() != texts.len() {
+        if parsed.vectors.len() != taken.len() {
             return Err(result_invalid(format!(
                 "{} vectors for {} inputs",
                 parsed.vectors.len(),
-                texts.len()
+                taken.len()
             )));
         }
         let want = self
@@ -136,6 +211,8 @@ impl LeanOp for BatchOp<'_> {
     fn serves(&self, source: &SourceRuntime) -> bool {
         source.component.info().capabilities.embedding
             && self.pin.is_none_or(|p| same_model(p, &source.settings))
+            && !(matches!(self.input, EmbeddingInput::Tokens(_))
+                && self.declined.contains(&source.settings.name))
     }
 
     fn attempt(
@@ -159,9 +236,10 @@ impl LeanOp for BatchOp<'_> {
         latency: Duration,
     ) -> CallRow {
         let mut row = self.call.attempt_row(attempt_id, source, latency);
-        // The batch's own texts, not the whole call's.
-        let texts = &self.pending[..self.take(source).min(self.pending.len())];
-        row.messages = Some(inner.recorder.stored_messages(&super::stored_inputs(texts)));
+        // The batch's own inputs, not the whole call's.
+        let taken = &self.pending[..self.take(source).min(self.pending.len())];
+        let stored = super::stored_inputs(self.input, taken.iter().copied());
+        row.messages = Some(inner.recorder.stored_messages(&stored));
         match outcome {
             Ok(out) => {
                 if let Some(u) = out.usage {

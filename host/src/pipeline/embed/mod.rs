@@ -1,10 +1,12 @@
-//! Embeddings under the same governance as chat (reference §13 Q3): `Gateway::embed` and
-//! `POST /v1/embeddings`. The inputs are deduplicated, answered from the response cache
-//! where possible (one entry per text), and the rest go upstream in batches of at most the
+//! Embeddings under the same governance as chat: `Gateway::embed` and `POST /v1/embeddings`.
+//! The inputs (texts, or token-id arrays) are deduplicated, answered from the response cache
+//! where possible (one entry per input), and the rest go upstream in batches of at most the
 //! admitted source's `MAX_BATCH`, one after another, each through the lean loop (its own
 //! admission, retries and failover). One deadline covers every batch; vectors come back in
 //! input order; usage is summed over batches, and a batch without usage makes the call's
-//! usage `unavailable` (cost NULL).
+//! usage `unavailable` (cost NULL). Token-id arrays go only to sources whose provider takes
+//! them: the others answer `unsupported` once per call and are skipped for its later batches;
+//! when no source of the scope takes them the call is a 400 naming `input`.
 
 mod batch;
 
@@ -14,7 +16,7 @@ use std::sync::atomic::Ordering;
 
 use serde_json::{Value, json};
 
-use crate::cache::model_fingerprint;
+use crate::cache::{EmbeddingKeyInput, model_fingerprint};
 use crate::config::SourceSettings;
 use crate::error::GatewayError;
 use crate::telemetry::{UsageSource, cap_text};
@@ -28,17 +30,29 @@ use super::request::CacheMode;
 
 pub(crate) use batch::summary;
 
-/// Each input text is stored in telemetry cut to this many characters (the reference's cap
-/// for embedding inputs, §7.8 issue 12); `PGW_TELEMETRY_TEXT_CAP` applies on top, the
-/// stricter one wins.
+/// Each input text is stored in telemetry cut to this many characters (embedding inputs are
+/// often whole documents: the start says which one it was); `PGW_TELEMETRY_TEXT_CAP` applies
+/// on top, the stricter one wins.
 const STORED_INPUT_CHARS: usize = 200;
 
-/// The inputs as telemetry stores them: one user message whose text parts are the inputs,
-/// each capped at [`STORED_INPUT_CHARS`].
-pub(crate) fn stored_inputs(texts: &[String]) -> [Value; 1] {
-    let parts: Vec<Value> = texts
-        .iter()
-        .map(|t| json!({"type": "text", "text": cap_text(t, Some(STORED_INPUT_CHARS))}))
+/// The inputs `which` (indices into `input`) as telemetry stores them: one user message whose
+/// parts are the inputs — a text as a `text` part capped at [`STORED_INPUT_CHARS`], a token
+/// array as a `tokens` part (`{"type": "tokens", "tokens": [ids]}`, which telemetry stores as
+/// its digest, as it does every non-text part).
+pub(crate) fn stored_inputs(
+    input: &EmbeddingInput,
+    which: impl IntoIterator<Item = usize>,
+) -> [Value; 1] {
+    let parts: Vec<Value> = which
+        .into_iter()
+        .filter_map(|i| match input {
+            EmbeddingInput::Texts(t) => t
+                .get(i)
+                .map(|t| json!({"type": "text", "text": cap_text(t, Some(STORED_INPUT_CHARS))})),
+            EmbeddingInput::Tokens(t) => {
+                t.get(i).map(|ids| json!({"type": "tokens", "tokens": ids}))
+            }
+        })
         .collect();
     [json!({"role": "user", "content": parts})]
 }
@@ -46,14 +60,75 @@ pub(crate) fn stored_inputs(texts: &[String]) -> [Value; 1] {
 /// Cache lookups and stores run this many at a time (a Redis round trip each).
 const LOOKUP_CONCURRENCY: usize = 64;
 
+/// The inputs of an embeddings call, in order (OpenAI `input`): texts, or arrays of token
+/// ids of the source model's tokenizer. A call never mixes the two (OpenAI's `input` cannot).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EmbeddingInput {
+    /// Texts, one input each (OpenAI `input`: a string, or an array of strings).
+    Texts(Vec<String>),
+    /// Token-id arrays, one input each (OpenAI `input`: an array of integers is one input,
+    /// an array of integer arrays is one input per array). Sent upstream as given, only to
+    /// sources whose provider takes token ids (the `openai` component does).
+    Tokens(Vec<Vec<u32>>),
+}
+
+impl EmbeddingInput {
+    /// The number of inputs.
+    pub fn len(&self) -> usize {
+        match self {
+            EmbeddingInput::Texts(t) => t.len(),
+            EmbeddingInput::Tokens(t) => t.len(),
+        }
+    }
+
+    /// Whether there is no input at all.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Input `i` as the response cache keys it.
+    fn key_input(&self, i: usize) -> Option<EmbeddingKeyInput<'_>> {
+        match self {
+            EmbeddingInput::Texts(t) => t.get(i).map(|t| EmbeddingKeyInput::Text(t)),
+            EmbeddingInput::Tokens(t) => t.get(i).map(|ids| EmbeddingKeyInput::Tokens(ids)),
+        }
+    }
+
+    /// For each input, the number of its distinct value (in order of first appearance), and
+    /// for each distinct value, the index of its first input.
+    fn distinct(&self) -> (Vec<usize>, Vec<usize>) {
+        match self {
+            EmbeddingInput::Texts(t) => first_occurrences(t),
+            EmbeddingInput::Tokens(t) => first_occurrences(t),
+        }
+    }
+}
+
+/// `(slot, first)`: `slot[i]` numbers the distinct value of `items[i]`, `first[d]` is the
+/// index of the first item of distinct value `d`.
+fn first_occurrences<T: std::hash::Hash + Eq>(items: &[T]) -> (Vec<usize>, Vec<usize>) {
+    let mut first: Vec<usize> = Vec::new();
+    let mut index: HashMap<&T, usize> = HashMap::with_capacity(items.len());
+    let slot = items
+        .iter()
+        .enumerate()
+        .map(|(i, t)| {
+            *index.entry(t).or_insert_with(|| {
+                first.push(i);
+                first.len() - 1
+            })
+        })
+        .collect();
+    (slot, first)
+}
+
 /// An embeddings call.
 #[derive(Debug, Clone, PartialEq)]
 pub struct EmbeddingRequest {
     /// A scope alias, as for chat.
     pub model: String,
-    /// The texts to embed, in order (OpenAI `input`: a string is one text). Each must be
-    /// non-empty.
-    pub input: Vec<String>,
+    /// The inputs to embed, in order; each must be non-empty.
+    pub input: EmbeddingInput,
     /// OpenAI `dimensions`: the output dimension asked of the upstream (> 0); every vector
     /// of the answer must have it.
     pub dimensions: Option<u32>,
@@ -62,8 +137,19 @@ pub struct EmbeddingRequest {
 }
 
 impl EmbeddingRequest {
-    /// A request for `input` in the scope aliased `model`, with no options.
+    /// A request for the texts `input` in the scope aliased `model`, with no options.
     pub fn new(model: impl Into<String>, input: Vec<String>) -> Self {
+        Self::of(model, EmbeddingInput::Texts(input))
+    }
+
+    /// A request for token-id arrays (one array per input, ids of the source model's
+    /// tokenizer) in the scope aliased `model`, with no options.
+    pub fn tokens(model: impl Into<String>, input: Vec<Vec<u32>>) -> Self {
+        Self::of(model, EmbeddingInput::Tokens(input))
+    }
+
+    /// A request for `input` in the scope aliased `model`, with no options.
+    pub fn of(model: impl Into<String>, input: EmbeddingInput) -> Self {
         Self {
             model: model.into(),
             input,
@@ -72,18 +158,27 @@ impl EmbeddingRequest {
         }
     }
 
-    /// Check the request: at least one input, no empty text, `dimensions` > 0.
+    /// Check the request: at least one input, no empty text or token array,
+    /// `dimensions` > 0.
     ///
-    /// Errors: [`GatewayError::InvalidRequest`] naming `input`, `input[i]` or `dimensions`.
+    /// Errors: [`GatewayError::InvalidRequest`] naming `input` (the message says which
+    /// `input[i]`) or `dimensions`.
     pub fn validate(&self) -> Result<(), GatewayError> {
         if self.input.is_empty() {
             return Err(GatewayError::invalid("input", "`input` must not be empty"));
         }
-        if let Some(i) = self.input.iter().position(String::is_empty) {
-            return Err(GatewayError::invalid(
-                "input",
-                format!("`input[{i}]` is an empty string"),
-            ));
+        let empty = match &self.input {
+            EmbeddingInput::Texts(t) => t
+                .iter()
+                .position(String::is_empty)
+                .map(|i| format!("`input[{i}]` is an empty string")),
+            EmbeddingInput::Tokens(t) => t
+                .iter()
+                .position(Vec::is_empty)
+                .map(|i| format!("`input[{i}]` is an empty token array")),
+        };
+        if let Some(message) = empty {
+            return Err(GatewayError::invalid("input", message));
         }
         if self.dimensions == Some(0) {
             return Err(GatewayError::invalid(
@@ -140,7 +235,7 @@ pub(crate) async fn run_embed(
         &inner,
         scope,
         req.options.clone(),
-        &stored_inputs(&req.input),
+        &stored_inputs(&req.input, 0..req.input.len()),
     );
     let mut guard = call.cancel_guard(inner.clone());
     let deadline = req.options.call_deadline.or(scope.settings.call_deadline);
@@ -197,20 +292,10 @@ async fn embed_inner(
     st: &mut LeanState,
 ) -> Result<EmbeddingResponse, GatewayError> {
     let scope = scope_of(inner, &req.model)?;
-    // Each distinct text once; `slot[i]` is input i's distinct text.
-    let mut distinct: Vec<String> = Vec::new();
-    let mut index: HashMap<&str, usize> = HashMap::new();
-    let slot: Vec<usize> = req
-        .input
-        .iter()
-        .map(|t| {
-            *index.entry(t.as_str()).or_insert_with(|| {
-                distinct.push(t.clone());
-                distinct.len() - 1
-            })
-        })
-        .collect();
-    let mut vectors: Vec<Option<Vec<f32>>> = vec![None; distinct.len()];
+    // Each distinct input once: `slot[i]` numbers input i's distinct value, `first[d]` is
+    // the first input of distinct value d.
+    let (slot, first) = req.input.distinct();
+    let mut vectors: Vec<Option<Vec<f32>>> = vec![None; first.len()];
 
     // Vectors of different models are incomparable: the cache is used only when every
     // embedding source of the scope runs one model (the usual case: accounts of one model).
@@ -234,20 +319,20 @@ async fn embed_inner(
         .filter(|_| one_model.is_some());
     let opts = &req.options;
     let keys: Vec<Option<String>> = match cache {
-        Some(c) if opts.cache_mode != CacheMode::Bypass => distinct
+        Some(c) if opts.cache_mode != CacheMode::Bypass => first
             .iter()
-            .map(|t| {
+            .map(|&i| {
                 c.embedding_key(
                     &call.scope,
                     one_model.as_ref()?,
-                    t,
+                    req.input.key_input(i)?,
                     req.dimensions,
                     opts.cache_namespace.as_deref(),
                     opts.cache_salt.as_deref(),
                 )
             })
             .collect(),
-        _ => vec![None; distinct.len()],
+        _ => vec![None; first.len()],
     };
     let mut cached_inputs = 0u32;
     if let Some(c) = cache {
@@ -283,10 +368,10 @@ async fn embed_inner(
         }
     }
 
-    let missing: Vec<usize> = (0..distinct.len())
-        .filter(|&i| vectors[i].is_none())
-        .collect();
-    let pending: Vec<String> = missing.iter().map(|&i| distinct[i].clone()).collect();
+    // The distinct values still without a vector, and their first inputs (what is sent).
+    let missing: Vec<usize> = (0..first.len()).filter(|&d| vectors[d].is_none()).collect();
+    let pending: Vec<usize> = missing.iter().map(|&d| first[d]).collect();
+    let declined = batch::Declined::default();
     let mut usage = Some(EmbeddingUsage {
         prompt_tokens: 0,
         total_tokens: 0,
@@ -300,12 +385,17 @@ async fn embed_inner(
     while done < pending.len() {
         let op = batch::BatchOp {
             call,
+            input: &req.input,
             pending: &pending[done..],
             dimensions: req.dimensions,
             expected_dim,
             pin,
+            declined: &declined,
         };
-        let answer = lean::run(inner, scope, &op, st, seed).await?;
+        let answer = match lean::run(inner, scope, &op, st, seed).await {
+            Ok(a) => a,
+            Err(e) => return Err(declined.explain(&call.scope, e)),
+        };
         let out = answer.output;
         let source = &scope.sources[answer.source];
         pin = Some(&source.settings);
@@ -382,11 +472,12 @@ async fn embed_inner(
 }
 
 impl super::Gateway {
-    /// Embed `req.input` under the scope's governance: cached texts are not sent again, the
+    /// Embed `req.input` under the scope's governance: cached inputs are not sent again, the
     /// rest go upstream in batches of at most each source's `MAX_BATCH`; vectors come back in
     /// input order.
     ///
-    /// Errors: 400 `invalid_request_error` (empty input, an empty text, `dimensions` 0),
+    /// Errors: 400 `invalid_request_error` (empty input, an empty text or token array,
+    /// `dimensions` 0, token-id arrays in a scope where no source takes them — naming `input`),
     /// 404 `model_not_found`, 422 `result_invalid` (a batch with the wrong number of vectors
     /// or dimension — the breaker records a success: the service is up), 503
     /// `scope_unavailable`, 504 `deadline_exceeded`, 502 `plugin_fault`.
@@ -403,11 +494,37 @@ mod tests {
     #[test]
     fn stored_inputs_are_text_parts_capped_at_200_chars() {
         let long = "é".repeat(250);
-        let [m] = stored_inputs(&["short".to_string(), long]);
+        let input = EmbeddingInput::Texts(vec!["short".to_string(), long]);
+        let [m] = stored_inputs(&input, 0..2);
         assert_eq!(m["role"], "user");
         assert_eq!(m["content"][0], json!({"type": "text", "text": "short"}));
         let cut = m["content"][1]["text"].as_str().unwrap();
         assert_eq!(cut, format!("{}…[50 chars cut]", "é".repeat(200)));
+        let [m] = stored_inputs(&input, [1, 0]);
+        assert_eq!(m["content"][1], json!({"type": "text", "text": "short"}));
+    }
+
+    #[test]
+    fn token_inputs_are_stored_as_tokens_parts() {
+        let input = EmbeddingInput::Tokens(vec![vec![15339], vec![1917, 3]]);
+        let [m] = stored_inputs(&input, [1]);
+        assert_eq!(
+            m["content"],
+            json!([{"type": "tokens", "tokens": [1917, 3]}])
+        );
+    }
+
+    #[test]
+    fn repeats_are_deduplicated_and_tokens_never_equal_texts() {
+        let tokens = EmbeddingInput::Tokens(vec![vec![1, 2], vec![3], vec![1, 2], vec![1]]);
+        assert_eq!(tokens.distinct(), (vec![0, 1, 0, 2], vec![0, 1, 3]));
+        let texts = EmbeddingInput::Texts(vec!["[1,2]".into()]);
+        assert_ne!(tokens.key_input(0), texts.key_input(0));
+        assert_eq!(
+            tokens.key_input(0),
+            Some(EmbeddingKeyInput::Tokens(&[1, 2]))
+        );
+        assert_eq!(tokens.key_input(4), None);
     }
 
     #[test]
@@ -417,7 +534,17 @@ mod tests {
             r.validate().unwrap_err().to_string(),
             "`input[1]` is an empty string"
         );
-        r.input = vec!["a".into()];
+        let t = EmbeddingRequest::tokens("emb", vec![vec![1], vec![]]);
+        assert_eq!(
+            t.validate().unwrap_err().to_string(),
+            "`input[1]` is an empty token array"
+        );
+        let t = EmbeddingRequest::tokens("emb", vec![]);
+        assert_eq!(
+            t.validate().unwrap_err().to_string(),
+            "`input` must not be empty"
+        );
+        r.input = EmbeddingInput::Texts(vec!["a".into()]);
         r.dimensions = Some(0);
         match r.validate().unwrap_err() {
             GatewayError::InvalidRequest { param, .. } => {

@@ -9,7 +9,8 @@ use super::report::{Case, Report};
 use super::streams::stream_source;
 use super::{CheckOptions, selected};
 use crate::plugin::{
-    BuildError, EmbeddingRequest, ErrorClass, ImageInfo, OcrOperation, ProviderComponent,
+    BuildError, EmbeddingInputs, EmbeddingRequest, ErrorClass, ImageInfo, OcrOperation,
+    ProviderComponent,
 };
 
 /// Run the embedding and OCR cases.
@@ -98,7 +99,7 @@ fn hostile_bodies() -> Vec<Vec<u8>> {
 
 fn embedding_build(c: &Arc<ProviderComponent>, case: &mut Case) {
     let req = EmbeddingRequest {
-        inputs: vec!["first text".into(), "second text".into()],
+        inputs: EmbeddingInputs::Texts(vec!["first text".into(), "second text".into()]),
         dimensions: Some(8),
     };
     let source = stream_source();
