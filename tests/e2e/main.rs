@@ -29,3 +29,4 @@ mod selectors;
 mod streaming;
 mod structured;
 mod telemetry;
+mod validation;
