@@ -4,9 +4,19 @@
 //!
 //! The guest build runs with its own target dir (`<target>/wasm-plugins`) and a cleaned
 //! environment, so the host's RUSTFLAGS, wrappers (clippy, coverage) and target never leak in.
+//! First of all it makes sure the `wasm32-wasip2` target is installed for the active
+//! toolchain: rustup adds the targets of `rust-toolchain.toml` only when it installs the
+//! toolchain itself, so a toolchain installed earlier may lack it. The build then adds it
+//! (`rustup target add --toolchain <active> wasm32-wasip2`, announced as a cargo warning), or
+//! fails at once naming that command.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
+
+#[path = "build_support/wasm_target.rs"]
+mod wasm_target;
+
+use wasm_target::{TargetPlan, WASM_TARGET};
 
 /// The component files (`<name>.wasm`) built and embedded: providers, selectors, then
 /// strategies.
@@ -54,6 +64,7 @@ fn run() -> Result<(), String> {
         .to_path_buf();
     let plugins = root.join("plugins");
     let out_dir = PathBuf::from(env("OUT_DIR")?);
+    ensure_wasm_target()?;
     println!("cargo::rerun-if-changed={}", root.join("wit").display());
     println!(
         "cargo::rerun-if-changed={}",
@@ -106,7 +117,7 @@ fn run() -> Result<(), String> {
         .map_err(|e| format!("cannot run cargo for the plugins: {e}"))?;
     if !status.success() {
         return Err(format!(
-            "building the plugin components failed ({status}); is the wasm32-wasip2 target installed? (`rustup target add wasm32-wasip2`)"
+            "building the plugin components failed ({status}); the cargo output above says why"
         ));
     }
     for name in COMPONENTS {
@@ -119,6 +130,47 @@ fn run() -> Result<(), String> {
             .map_err(|e| format!("cannot copy {} to {}: {e}", built.display(), dest.display()))?;
     }
     Ok(())
+}
+
+/// Install the guest target if the active toolchain lacks it (see the module header).
+fn ensure_wasm_target() -> Result<(), String> {
+    let rustc = std::env::var_os("RUSTC").unwrap_or_else(|| "rustc".into());
+    let out = Command::new(&rustc)
+        .args(["--print", "sysroot"])
+        .output()
+        .map_err(|e| format!("cannot run `rustc --print sysroot`: {e}"))?;
+    if !out.status.success() {
+        return Err(format!("`rustc --print sysroot` failed ({})", out.status));
+    }
+    let sysroot = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+    let installed = wasm_target::installed_in(&sysroot);
+    let toolchain =
+        wasm_target::active_toolchain(std::env::var("RUSTUP_TOOLCHAIN").ok().as_deref(), &sysroot);
+    let rustup_runs = !installed
+        && Command::new("rustup")
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| o.status.success());
+    match wasm_target::plan(installed, toolchain.as_deref(), rustup_runs) {
+        TargetPlan::Ready => Ok(()),
+        TargetPlan::Fail(message) => Err(message),
+        TargetPlan::Install { toolchain, command } => {
+            println!(
+                "cargo::warning=the {WASM_TARGET} target is not installed for toolchain {toolchain}; installing it: {command}"
+            );
+            let status = Command::new("rustup")
+                .args(["target", "add", "--toolchain", &toolchain, WASM_TARGET])
+                .status()
+                .map_err(|e| format!("cannot run `{command}`: {e}"))?;
+            if status.success() && wasm_target::installed_in(&sysroot) {
+                Ok(())
+            } else {
+                Err(format!(
+                    "`{command}` failed ({status}); run it yourself, then build again"
+                ))
+            }
+        }
+    }
 }
 
 fn env(name: &str) -> Result<String, String> {

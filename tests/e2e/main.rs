@@ -4,7 +4,9 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod bench_floor;
+mod build_target;
 mod cache;
+mod cancelled;
 mod common;
 mod conformance;
 mod embedded;
@@ -29,3 +31,4 @@ mod selectors;
 mod streaming;
 mod structured;
 mod telemetry;
+mod validation;

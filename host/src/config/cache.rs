@@ -5,6 +5,13 @@
 
 use std::time::Duration;
 
+/// Most entries the memory cache keeps: plenty for one process's repeated prompts.
+pub const DEFAULT_CACHE_MEMORY_MAX_ENTRIES: usize = 10_000;
+/// Most bytes the memory cache keeps: a bounded share of the process's memory.
+pub const DEFAULT_CACHE_MEMORY_MAX_BYTES: usize = 64 * 1024 * 1024;
+/// Bound of one cache read or write: a cache slower than this costs more than a miss.
+pub const DEFAULT_CACHE_OP_TIMEOUT: Duration = Duration::from_millis(250);
+
 /// Where the response cache lives (`PGW_CACHE_BACKEND`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum CacheBackendKind {
@@ -48,9 +55,9 @@ impl Default for CacheSettings {
     fn default() -> Self {
         Self {
             backend: CacheBackendKind::None,
-            memory_max_entries: 10_000,
-            memory_max_bytes: 64 * 1024 * 1024,
-            op_timeout: Duration::from_millis(250),
+            memory_max_entries: DEFAULT_CACHE_MEMORY_MAX_ENTRIES,
+            memory_max_bytes: DEFAULT_CACHE_MEMORY_MAX_BYTES,
+            op_timeout: DEFAULT_CACHE_OP_TIMEOUT,
         }
     }
 }
@@ -91,18 +98,16 @@ pub(super) fn parse_process(
 }
 
 /// Parse `{SCOPE}__CACHE__TTL_S` and `{SCOPE}__CACHE__NAMESPACE` (`get` takes the part after
-/// `{SCOPE}__` and returns (key, raw value)). `cache_on`: the process has a backend, so the
-/// TTL is required.
+/// `{SCOPE}__` and returns (key, raw value)). That a TTL is required (> 0) when the process
+/// has a backend is a rule of `validate.rs`.
 pub(super) fn parse_scope(
-    scope: &str,
     get: &dyn Fn(&str) -> Option<(String, String)>,
-    cache_on: bool,
     report: Report<'_>,
 ) -> ScopeCacheSettings {
     let mut s = ScopeCacheSettings::default();
     match get("CACHE__TTL_S") {
         Some((key, v)) => match v.trim().parse::<f64>() {
-            Ok(x) if x.is_finite() && x > 0.0 && x < 1e9 => {
+            Ok(x) if x.is_finite() && x >= 0.0 && x < 1e9 => {
                 s.ttl = Some(Duration::from_secs_f64(x))
             }
             _ => report(
@@ -110,10 +115,7 @@ pub(super) fn parse_scope(
                 format!("expected a finite number of seconds > 0, got `{v}`"),
             ),
         },
-        None if cache_on => report(
-            &format!("{scope}__CACHE__TTL_S"),
-            "required when PGW_CACHE_BACKEND is memory or redis (entries must expire)".into(),
-        ),
+        // Required when the process has a backend: a rule of `validate.rs`.
         None => {}
     }
     if let Some((key, v)) = get("CACHE__NAMESPACE") {

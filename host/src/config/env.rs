@@ -151,6 +151,16 @@ impl Problems {
             message: message.into(),
         });
     }
+
+    /// `Ok` when there is no problem, else every problem sorted by key.
+    pub(super) fn into_result(self) -> Result<(), ConfigError> {
+        if self.0.is_empty() {
+            return Ok(());
+        }
+        let mut list = self.0;
+        list.sort_by(|a, b| a.key.cmp(&b.key));
+        Err(ConfigError::Invalid(list))
+    }
 }
 
 fn is_scope_name(s: &str) -> bool {
@@ -280,37 +290,27 @@ pub fn settings_from_vars(
         let mut retry = RetrySettings::default();
         if let Some((key, v)) = keys.get("RETRY__MAX_ATTEMPTS") {
             match v.trim().parse::<u32>() {
-                Ok(n) if n >= 1 => retry.max_attempts = n,
+                Ok(n) => retry.max_attempts = n,
                 _ => problems.add(key, format!("expected an integer ≥ 1, got `{v}`")),
             }
         }
         if let Some((key, v)) = keys.get("RETRY__BASE_DELAY_S")
-            && let Some(d) = parse_seconds(key, v, true, &mut problems)
+            && let Some(d) = parse_seconds(key, v, &mut problems)
         {
             retry.base_delay = d;
         }
         if let Some((key, v)) = keys.get("RETRY__MAX_DELAY_S")
-            && let Some(d) = parse_seconds(key, v, false, &mut problems)
+            && let Some(d) = parse_seconds(key, v, &mut problems)
         {
             retry.max_delay = d;
         }
-        if retry.base_delay > retry.max_delay {
-            let key = keys
-                .get("RETRY__BASE_DELAY_S")
-                .map(|(k, _)| k.clone())
-                .unwrap_or_else(|| format!("{scope_name}__RETRY__MAX_DELAY_S"));
-            problems.add(&key, "base delay exceeds max delay");
-        }
         let call_deadline = keys
             .get("CALL_DEADLINE_S")
-            .and_then(|(key, v)| parse_seconds(key, v, false, &mut problems));
-        let governance = parse_governance(scope_name, keys, &mut problems);
-        let cache = super::cache::parse_scope(
-            scope_name,
-            &|sub| keys.get(sub).cloned(),
-            cache_on,
-            &mut |k, m| problems.add(k, m),
-        );
+            .and_then(|(key, v)| parse_seconds(key, v, &mut problems));
+        let governance = parse_governance(keys, &mut problems);
+        let cache = super::cache::parse_scope(&|sub| keys.get(sub).cloned(), &mut |k, m| {
+            problems.add(k, m)
+        });
         let structured =
             super::structured::parse_scope(&|sub| keys.get(sub).cloned(), &mut |k, m| {
                 problems.add(k, m)
@@ -333,16 +333,19 @@ pub fn settings_from_vars(
         });
     }
 
-    // Aliases must be unique across scopes.
-    let mut seen: BTreeMap<&str, &str> = BTreeMap::new();
-    for s in &scopes {
-        for a in &s.aliases {
-            if let Some(prev) = seen.insert(a.as_str(), &s.name) {
-                problems.add(
-                    &format!("{}__ALIASES", s.name),
-                    format!("alias `{a}` is also used by scope {prev}"),
-                );
-            }
+    // The rules on values, as for typed settings (`validate.rs`), on whatever was built;
+    // a key the parser already found fault with is not reported twice.
+    let mut rules = Problems(Vec::new());
+    if let Some(p) = &process {
+        super::validate::check_process(p, &mut rules);
+    }
+    for (i, scope) in scopes.iter().enumerate() {
+        super::validate::check_scope(i, scope, cache_on, &mut rules);
+    }
+    super::validate::check_aliases(&scopes, &mut rules);
+    for p in rules.0 {
+        if !problems.0.iter().any(|q| q.key == p.key) {
+            problems.0.push(p);
         }
     }
 
@@ -357,7 +360,6 @@ pub fn settings_from_vars(
 }
 
 fn parse_governance(
-    scope: &str,
     keys: &BTreeMap<String, (String, String)>,
     problems: &mut Problems,
 ) -> GovernanceSettings {
@@ -374,10 +376,10 @@ fn parse_governance(
     };
     let secs = |sub: &str, problems: &mut Problems| -> Option<Duration> {
         let (key, v) = keys.get(sub)?;
-        parse_seconds(key, v, false, problems)
+        parse_seconds(key, v, problems)
     };
     let small = |n: u64| u32::try_from(n).unwrap_or(u32::MAX);
-    if let Some(n) = int("BREAKER__FAIL_THRESHOLD", 1, problems) {
+    if let Some(n) = int("BREAKER__FAIL_THRESHOLD", 0, problems) {
         g.fail_threshold = small(n);
     }
     if let Some(d) = secs("BREAKER__COOLDOWN_S", problems) {
@@ -385,19 +387,13 @@ fn parse_governance(
     }
     g.max_cooldown =
         secs("BREAKER__MAX_COOLDOWN_S", problems).unwrap_or_else(|| g.max_cooldown.max(g.cooldown));
-    if g.max_cooldown < g.cooldown {
-        problems.add(
-            &format!("{scope}__BREAKER__MAX_COOLDOWN_S"),
-            "must be ≥ BREAKER__COOLDOWN_S",
-        );
-    }
     if let Some((key, v)) = keys.get("BREAKER__FAIL_RATE") {
         match v.trim().parse::<f64>() {
-            Ok(x) if x.is_finite() && x > 0.0 && x <= 1.0 => g.fail_rate = x,
+            Ok(x) if x.is_finite() => g.fail_rate = x,
             _ => problems.add(key, format!("expected a number in (0, 1], got `{v}`")),
         }
     }
-    if let Some(n) = int("BREAKER__MIN_CALLS", 1, problems) {
+    if let Some(n) = int("BREAKER__MIN_CALLS", 0, problems) {
         g.min_calls = small(n);
     }
     if let Some(d) = secs("BACKPRESSURE__STALL_WINDOW_S", problems) {
@@ -456,10 +452,10 @@ fn parse_process(
             Ok(a) => a,
             Err(_) => {
                 problems.add("PGW_LISTEN", format!("expected host:port, got `{v}`"));
-                SocketAddr::from(([127, 0, 0, 1], 8080))
+                DEFAULT_LISTEN
             }
         },
-        None => SocketAddr::from(([127, 0, 0, 1], 8080)),
+        None => DEFAULT_LISTEN,
     };
     let keys = |k: &str| -> Vec<String> {
         get(k)
@@ -475,7 +471,7 @@ fn parse_process(
     let admin_keys = keys("PGW_ADMIN_KEYS");
     let max_body_bytes = match get("PGW_MAX_BODY_BYTES") {
         Some(v) => match v.parse::<usize>() {
-            Ok(n) if n > 0 => n,
+            Ok(n) => n,
             _ => {
                 problems.add(
                     "PGW_MAX_BODY_BYTES",
@@ -484,7 +480,7 @@ fn parse_process(
                 0
             }
         },
-        None => 8 * 1024 * 1024,
+        None => DEFAULT_MAX_BODY_BYTES,
     };
     let log_json = match get("PGW_LOG_FORMAT") {
         None | Some("text") => false,
@@ -509,20 +505,24 @@ fn parse_process(
     }
     let plugin_timeout = match get("PGW_PLUGIN_TIMEOUT_MS") {
         Some(v) => match v.parse::<u64>() {
-            Ok(n) if n > 0 => Duration::from_millis(n),
+            Ok(n) => Duration::from_millis(n),
             _ => {
                 problems.add(
                     "PGW_PLUGIN_TIMEOUT_MS",
                     format!("expected a positive integer (ms), got `{v}`"),
                 );
-                Duration::from_secs(1)
+                DEFAULT_PLUGIN_TIMEOUT
             }
         },
-        None => Duration::from_secs(1),
+        None => DEFAULT_PLUGIN_TIMEOUT,
     };
     let plugin_memory_bytes = match get("PGW_PLUGIN_MEMORY_MB") {
-        Some(v) => match v.parse::<usize>() {
-            Ok(n) if n > 0 && n <= 4096 => n * 1024 * 1024,
+        Some(v) => match v
+            .parse::<usize>()
+            .ok()
+            .and_then(|n| n.checked_mul(1024 * 1024))
+        {
+            Some(bytes) => bytes,
             _ => {
                 problems.add(
                     "PGW_PLUGIN_MEMORY_MB",
@@ -531,7 +531,7 @@ fn parse_process(
                 0
             }
         },
-        None => 64 * 1024 * 1024,
+        None => DEFAULT_PLUGIN_MEMORY_BYTES,
     };
     let cache = super::cache::parse_process(&|k| get(k).map(str::to_string), &mut |k, m| {
         problems.add(k, m)
@@ -558,7 +558,7 @@ fn parse_process(
         api_keys,
         admin_keys,
         max_body_bytes,
-        log_filter: get("PGW_LOG").unwrap_or("info").to_string(),
+        log_filter: get("PGW_LOG").unwrap_or(DEFAULT_LOG_FILTER).to_string(),
         log_json,
         telemetry,
         backends,
@@ -571,24 +571,15 @@ fn parse_process(
     })
 }
 
-/// A positive, finite number of seconds (`allow_zero` for delays).
-fn parse_seconds(
-    key: &str,
-    v: &str,
-    allow_zero: bool,
-    problems: &mut Problems,
-) -> Option<Duration> {
+/// A finite, non-negative number of seconds below 10^7 (whether 0 is allowed is a rule of
+/// `validate.rs`).
+fn parse_seconds(key: &str, v: &str, problems: &mut Problems) -> Option<Duration> {
     match v.trim().parse::<f64>() {
-        Ok(x) if x.is_finite() && (x > 0.0 || (allow_zero && x == 0.0)) && x < 1e7 => {
-            Some(Duration::from_secs_f64(x))
-        }
+        Ok(x) if x.is_finite() && x >= 0.0 && x < 1e7 => Some(Duration::from_secs_f64(x)),
         _ => {
             problems.add(
                 key,
-                format!(
-                    "expected a finite number of seconds {} 0, got `{v}`",
-                    if allow_zero { "≥" } else { ">" }
-                ),
+                format!("expected a finite number of seconds ≥ 0, got `{v}`"),
             );
             None
         }
@@ -639,6 +630,8 @@ fn parse_source(
         }
     };
     let base_url = req("BASE_URL", problems).map(|u| u.trim_end_matches('/').to_string());
+    // Also a rule of `validate.rs`; checked here too so that it is reported in the same run
+    // as the source's other problems (a source with any is not built, nor validated).
     if let (Some(url), Some((key, _))) = (&base_url, fields.get("BASE_URL"))
         && !(url.starts_with("http://") || url.starts_with("https://"))
     {
@@ -710,28 +703,19 @@ fn parse_source(
     };
     let mut timeouts = TimeoutSettings::default();
     if let Some((k, v)) = opt("TIMEOUT_S")
-        && let Some(d) = parse_seconds(k, v, false, problems)
+        && let Some(d) = parse_seconds(k, v, problems)
     {
         timeouts.total = d;
     }
     if let Some((k, v)) = opt("TTFT_TIMEOUT_S")
-        && let Some(d) = parse_seconds(k, v, false, problems)
+        && let Some(d) = parse_seconds(k, v, problems)
     {
         timeouts.ttft = d;
     }
     if let Some((k, v)) = opt("INTER_TOKEN_TIMEOUT_S")
-        && let Some(d) = parse_seconds(k, v, false, problems)
+        && let Some(d) = parse_seconds(k, v, problems)
     {
         timeouts.inter_token = d;
-    }
-    if !(timeouts.inter_token < timeouts.ttft && timeouts.ttft < timeouts.total) {
-        problems.add(
-            &format!("{prefix}INTER_TOKEN_TIMEOUT_S"),
-            format!(
-                "watchdog limits must satisfy 0 < INTER_TOKEN_TIMEOUT_S ({:?}) < TTFT_TIMEOUT_S ({:?}) < TIMEOUT_S ({:?})",
-                timeouts.inter_token, timeouts.ttft, timeouts.total
-            ),
-        );
     }
     let missing_done = match opt("MISSING_DONE") {
         None => MissingDone::Retry,
@@ -763,13 +747,13 @@ fn parse_source(
     let max_batch = as_u32("MAX_BATCH", max_batch, problems);
     let weight = match opt("WEIGHT") {
         Some((k, v)) => match v.trim().parse::<u32>() {
-            Ok(w) if w >= 1 => w,
+            Ok(w) => w,
             _ => {
                 problems.add(k, format!("expected an integer ≥ 1, got `{v}`"));
-                1
+                DEFAULT_WEIGHT
             }
         },
-        None => 1,
+        None => DEFAULT_WEIGHT,
     };
     let trust_env = opt("TRUST_ENV")
         .and_then(|(k, v)| parse_bool(k, v, problems))

@@ -2,12 +2,68 @@
 //! `config::env`, or directly by an embedding application.
 
 use std::collections::BTreeMap;
-use std::net::SocketAddr;
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use super::cache::{CacheSettings, ScopeCacheSettings};
+
+// Defaults of the typed settings, each with the reason for its value. The env parser and
+// the `Default` impls use these; a test or an embedding application that sets a value by
+// hand can start from them.
+
+/// `PGW_LISTEN`: loopback only, so a gateway started without thought is not reachable from
+/// the network (and then serves without client keys only to local callers).
+pub const DEFAULT_LISTEN: SocketAddr =
+    SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::new(127, 0, 0, 1), 8080));
+/// `PGW_MAX_BODY_BYTES`: a long conversation with a few inline images fits; a flood of
+/// bodies cannot exhaust memory.
+pub const DEFAULT_MAX_BODY_BYTES: usize = 8 * 1024 * 1024;
+/// `PGW_LOG`: start-up, reloads, warnings and failures, no per-call lines.
+pub const DEFAULT_LOG_FILTER: &str = "info";
+/// `PGW_PLUGIN_TIMEOUT_MS`: a plugin call is a pure function over one request or batch and
+/// takes micro- to milliseconds; one still running after a second is looping.
+pub const DEFAULT_PLUGIN_TIMEOUT: Duration = Duration::from_secs(1);
+/// `PGW_PLUGIN_MEMORY_MB`: room for an 8 MiB body parsed several times over, while a pool of
+/// warm instances stays small.
+pub const DEFAULT_PLUGIN_MEMORY_BYTES: usize = 64 * 1024 * 1024;
+/// `{SCOPE}__RETRY__MAX_ATTEMPTS`: a first try, one retry elsewhere, one more; each is a
+/// billed upstream call.
+pub const DEFAULT_MAX_ATTEMPTS: u32 = 3;
+/// `{SCOPE}__RETRY__BASE_DELAY_S`: long enough for a blip to pass, short next to a model's
+/// answer time.
+pub const DEFAULT_BASE_DELAY: Duration = Duration::from_millis(500);
+/// `{SCOPE}__RETRY__MAX_DELAY_S`: the cap of one back-off sleep; longer waits belong to
+/// `Retry-After` and the stall window.
+pub const DEFAULT_MAX_DELAY: Duration = Duration::from_secs(30);
+/// `{SCOPE}__BREAKER__FAIL_THRESHOLD`: a few failures in a row are a dead source, not bad
+/// luck.
+pub const DEFAULT_FAIL_THRESHOLD: u32 = 5;
+/// `{SCOPE}__BREAKER__COOLDOWN_S`: typical length of a provider's short outage.
+pub const DEFAULT_COOLDOWN: Duration = Duration::from_secs(30);
+/// `{SCOPE}__BREAKER__MAX_COOLDOWN_S` (raised to the cooldown if that is longer): a dead
+/// source is still probed every five minutes.
+pub const DEFAULT_MAX_COOLDOWN: Duration = Duration::from_secs(300);
+/// `{SCOPE}__BREAKER__FAIL_RATE`: well above the error rate of a healthy provider.
+pub const DEFAULT_FAIL_RATE: f64 = 0.6;
+/// `{SCOPE}__BREAKER__MIN_CALLS`: fewer calls say nothing about a rate.
+pub const DEFAULT_MIN_CALLS: u32 = 10;
+/// `{SCOPE}__BACKPRESSURE__STALL_WINDOW_S`: how long a rate-limited call may wait without
+/// the scope making any progress.
+pub const DEFAULT_STALL_WINDOW: Duration = Duration::from_secs(300);
+/// The RPM/TPM sliding window: providers state their limits per minute.
+pub const DEFAULT_RATE_WINDOW: Duration = Duration::from_secs(60);
+/// `{SCOPE}__SELECTOR`: prefers healthy, fast sources and needs no tuning.
+pub const DEFAULT_SELECTOR: &str = "health-aware";
+/// `TIMEOUT_S`: a long reasoning answer fits; a stuck one ends.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);
+/// `TTFT_TIMEOUT_S`: reasoning models may think a minute before their first token.
+pub const DEFAULT_TTFT_TIMEOUT: Duration = Duration::from_secs(60);
+/// `INTER_TOKEN_TIMEOUT_S`: a stream silent this long has stalled.
+pub const DEFAULT_INTER_TOKEN_TIMEOUT: Duration = Duration::from_secs(30);
+/// `WEIGHT`: every source counts the same until told otherwise.
+pub const DEFAULT_WEIGHT: u32 = 1;
 
 /// Everything the gateway needs to start.
 #[derive(Debug, Clone)]
@@ -128,19 +184,19 @@ pub struct GovernanceSettings {
 impl Default for GovernanceSettings {
     fn default() -> Self {
         Self {
-            fail_threshold: 5,
-            cooldown: Duration::from_secs(30),
-            max_cooldown: Duration::from_secs(300),
-            fail_rate: 0.6,
-            min_calls: 10,
+            fail_threshold: DEFAULT_FAIL_THRESHOLD,
+            cooldown: DEFAULT_COOLDOWN,
+            max_cooldown: DEFAULT_MAX_COOLDOWN,
+            fail_rate: DEFAULT_FAIL_RATE,
+            min_calls: DEFAULT_MIN_CALLS,
             quota_full: WaitPolicy::Wait,
             circuit_open: WaitPolicy::FailFast,
-            stall_window: Duration::from_secs(300),
+            stall_window: DEFAULT_STALL_WINDOW,
             global_max_concurrency: 0,
             global_rpm: 0,
             global_tpm: 0,
-            rate_window: Duration::from_secs(60),
-            selector: "health-aware".into(),
+            rate_window: DEFAULT_RATE_WINDOW,
+            selector: DEFAULT_SELECTOR.into(),
         }
     }
 }
@@ -159,9 +215,9 @@ pub struct RetrySettings {
 impl Default for RetrySettings {
     fn default() -> Self {
         Self {
-            max_attempts: 3,
-            base_delay: Duration::from_millis(500),
-            max_delay: Duration::from_secs(30),
+            max_attempts: DEFAULT_MAX_ATTEMPTS,
+            base_delay: DEFAULT_BASE_DELAY,
+            max_delay: DEFAULT_MAX_DELAY,
         }
     }
 }
@@ -180,9 +236,9 @@ pub struct TimeoutSettings {
 impl Default for TimeoutSettings {
     fn default() -> Self {
         Self {
-            total: Duration::from_secs(120),
-            ttft: Duration::from_secs(60),
-            inter_token: Duration::from_secs(30),
+            total: DEFAULT_TIMEOUT,
+            ttft: DEFAULT_TTFT_TIMEOUT,
+            inter_token: DEFAULT_INTER_TOKEN_TIMEOUT,
         }
     }
 }

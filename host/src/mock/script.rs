@@ -41,6 +41,9 @@ pub struct Step {
     pub missing_done: bool,
     /// Send a usage chunk (`choices: []`) at the end of streams, usage in bodies.
     pub usage: bool,
+    /// Streams: also report the usage on the first chunk, as providers that stream a
+    /// running usage total do (so a stream cut early has already reported some).
+    pub usage_on_first_chunk: bool,
     /// Reported `prompt_tokens_details.cached_tokens`.
     pub cached_tokens: Option<u64>,
     /// Send `: keep-alive` comments between chunks.
@@ -79,6 +82,7 @@ impl Default for Step {
             stall_after_chunks: None,
             missing_done: false,
             usage: true,
+            usage_on_first_chunk: false,
             cached_tokens: None,
             keepalive: false,
             crlf: false,

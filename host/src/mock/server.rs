@@ -421,7 +421,11 @@ async fn respond(step: Step, req: &Value, guard: HitGuard) -> Response {
         if step.first_token_delay_ms > 0 {
             sleep(step.first_token_delay_ms).await;
         }
-        yield Ok::<Bytes, std::io::Error>(frame(&chunk(json!({"role": "assistant", "content": ""}), None)));
+        let mut first = chunk(json!({"role": "assistant", "content": ""}), None);
+        if step.usage_on_first_chunk && let Some(u) = &usage {
+            first["usage"] = u.clone();
+        }
+        yield Ok::<Bytes, std::io::Error>(frame(&first));
         let think_tags = step.reasoning_style == ReasoningStyle::ThinkTags;
         if think_tags && !reasoning_pieces.is_empty() {
             yield Ok(frame(&chunk(json!({"content": "<think>"}), None)));

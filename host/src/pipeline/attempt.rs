@@ -317,6 +317,10 @@ async fn handle_deltas(
         if token {
             wd.on_token(now);
         }
+        if matches!(d, Delta::Usage(_)) {
+            // Kept where a cancelled attempt's row can read it (`rows::AttemptRowGuard`).
+            st.attempt_usage = acc.usage;
+        }
         let forward = matches!(
             d,
             Delta::Role(_)

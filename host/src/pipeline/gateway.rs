@@ -358,6 +358,8 @@ impl Gateway {
         injected_clock: bool,
         previous: Option<&Inner>,
     ) -> Result<Inner, StartError> {
+        // The same rules as the environment parser's, for settings built in code too.
+        settings.validate()?;
         let backends = settings.process.backends.clone();
         let needs_redis =
             backends.limiter == StateBackend::Redis || backends.breaker == StateBackend::Redis;

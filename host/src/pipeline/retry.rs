@@ -20,7 +20,7 @@ use super::bookkeeping::{Settlement, Triage, final_error, settle_attempt, triage
 use super::gateway::{Inner, ScopeRuntime, SourceRuntime};
 use super::request::ChatRequest;
 use super::response::ChatResponse;
-use super::rows::attempt_row;
+use super::rows::{AttemptRowGuard, attempt_row};
 use super::sink::{CallState, Sink};
 
 pub(crate) fn ms(d: Duration) -> f64 {
@@ -105,9 +105,12 @@ pub(crate) async fn retry_loop(
         let attempt_id = uuid::Uuid::now_v7().to_string();
         permit.transport_started();
         let span = tracing::info_span!("attempt", attempt_id = %attempt_id, source = %source.settings.name);
-        let (outcome, metrics) = attempt::run(inner, source, &preq, st, sink)
+        // Dropped mid-attempt (deadline, caller gone), the guard writes its `cancelled` row.
+        let mut cut = AttemptRowGuard::new(&inner.recorder, &attempt_id, scope, source, req, st);
+        let (outcome, metrics) = attempt::run(inner, source, &preq, cut.state(), sink)
             .instrument(span)
             .await;
+        cut.finished();
         drop(_in_flight);
         st.last_attempt_ms = Some(u64::try_from(metrics.latency.as_millis()).unwrap_or(u64::MAX));
         inner.recorder.record(attempt_row(

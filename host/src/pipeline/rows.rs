@@ -222,3 +222,176 @@ pub(crate) fn attempt_row(
     }
     row
 }
+
+/// Why an attempt was cut before it ended, for its `cancelled` row: the call deadline (when
+/// it had passed by the time the attempt was dropped) or the caller going away.
+fn cut_reason(deadline: Option<Duration>, call_age: Duration) -> String {
+    match deadline {
+        Some(d) if call_age >= d => format!(
+            "the call deadline of {}s expired during the attempt",
+            d.as_secs_f64()
+        ),
+        _ => "the caller went away during the attempt".into(),
+    }
+}
+
+/// Marks `row` as the row of an attempt cut before it ended: `cancelled`, with the usage
+/// the attempt had seen (a request the upstream received may be billed even if nobody reads
+/// the answer), as `estimated` since the answer is incomplete.
+fn mark_cut(row: &mut CallRow, usage: Option<TokenUsage>, reason: String) {
+    let source = if usage.is_some() {
+        UsageSource::Estimated
+    } else {
+        UsageSource::Unavailable
+    };
+    set_usage(row, usage, source);
+    row.error_type = Some("cancelled".into());
+    row.error = Some(reason);
+}
+
+/// Writes the row of a chat attempt whose future is dropped before it ends — the call
+/// deadline fired, or the caller went away and dropped the call — so that an attempt the
+/// upstream may bill never goes unrecorded. Holds the call's state for the attempt (the
+/// attempt borrows it through [`AttemptRowGuard::state`]); [`AttemptRowGuard::finished`]
+/// disarms it once the attempt returned and the loop writes the row itself.
+pub(crate) struct AttemptRowGuard<'a> {
+    tel: &'a Telemetry,
+    attempt_id: &'a str,
+    scope: &'a ScopeRuntime,
+    source: &'a SourceRuntime,
+    req: &'a ChatRequest,
+    st: &'a mut CallState,
+    started: tokio::time::Instant,
+    armed: bool,
+}
+
+impl<'a> AttemptRowGuard<'a> {
+    /// Arm the guard for attempt `attempt_id` on `source`, starting now; resets the usage
+    /// seen by the previous attempt.
+    pub(crate) fn new(
+        tel: &'a Telemetry,
+        attempt_id: &'a str,
+        scope: &'a ScopeRuntime,
+        source: &'a SourceRuntime,
+        req: &'a ChatRequest,
+        st: &'a mut CallState,
+    ) -> Self {
+        st.attempt_usage = None;
+        Self {
+            tel,
+            attempt_id,
+            scope,
+            source,
+            req,
+            st,
+            started: tokio::time::Instant::now(),
+            armed: true,
+        }
+    }
+
+    /// The call's state, for the attempt to run with.
+    pub(crate) fn state(&mut self) -> &mut CallState {
+        &mut *self.st
+    }
+
+    /// The attempt returned: no row from the guard.
+    pub(crate) fn finished(mut self) {
+        self.armed = false;
+    }
+}
+
+impl Drop for AttemptRowGuard<'_> {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        let metrics = AttemptMetrics {
+            latency: self.started.elapsed(),
+            ..AttemptMetrics::default()
+        };
+        let mut row = attempt_row(
+            self.tel,
+            self.attempt_id,
+            self.scope,
+            self.source,
+            self.req,
+            self.st,
+            &Err(AttemptFailure::SinkClosed),
+            &metrics,
+        );
+        let deadline = self.req.call_deadline.or(self.scope.settings.call_deadline);
+        mark_cut(
+            &mut row,
+            self.st.attempt_usage,
+            cut_reason(deadline, self.st.started.elapsed()),
+        );
+        if !self.st.sent_content.is_empty() {
+            row.response = Some(self.tel.stored_text(&self.st.sent_content));
+        }
+        self.tel.record(row);
+    }
+}
+
+/// The same for an attempt of the lean loop (embeddings, OCR): `row` builds the
+/// operation's attempt row for a cancelled outcome and the attempt's latency.
+pub(crate) struct LeanAttemptRowGuard<'a, F: FnMut(Duration) -> CallRow> {
+    tel: &'a Telemetry,
+    row: F,
+    started: tokio::time::Instant,
+    armed: bool,
+}
+
+impl<'a, F: FnMut(Duration) -> CallRow> LeanAttemptRowGuard<'a, F> {
+    /// Arm the guard, starting now.
+    pub(crate) fn new(tel: &'a Telemetry, row: F) -> Self {
+        Self {
+            tel,
+            row,
+            started: tokio::time::Instant::now(),
+            armed: true,
+        }
+    }
+
+    /// The attempt returned: no row from the guard.
+    pub(crate) fn finished(mut self) {
+        self.armed = false;
+    }
+}
+
+impl<F: FnMut(Duration) -> CallRow> Drop for LeanAttemptRowGuard<'_, F> {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        let mut row = (self.row)(self.started.elapsed());
+        mark_cut(
+            &mut row,
+            None,
+            "the attempt was cut before it ended: the call deadline expired or the caller went away"
+                .into(),
+        );
+        self.tel.record(row);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cut_attempt_names_the_deadline_only_once_it_passed() {
+        let d = Some(Duration::from_millis(1500));
+        assert_eq!(
+            cut_reason(d, Duration::from_millis(1500)),
+            "the call deadline of 1.5s expired during the attempt"
+        );
+        assert_eq!(
+            cut_reason(d, Duration::from_millis(1499)),
+            "the caller went away during the attempt"
+        );
+        assert_eq!(
+            cut_reason(None, Duration::from_secs(3600)),
+            "the caller went away during the attempt"
+        );
+    }
+}

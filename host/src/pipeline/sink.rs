@@ -14,7 +14,7 @@ use crate::error::GatewayError;
 use crate::plugin::Delta;
 
 use super::gateway::SourceRuntime;
-use super::response::{Accumulator, ChatResponse};
+use super::response::{Accumulator, ChatResponse, TokenUsage};
 
 /// What `Gateway::chat_stream` yields.
 #[derive(Debug)]
@@ -197,6 +197,9 @@ pub(crate) struct CallState {
     pub last_attempt_ms: Option<u64>,
     /// The call's messages as telemetry stores them, built once for all its rows.
     pub stored_messages: std::sync::OnceLock<std::sync::Arc<str>>,
+    /// The usage the attempt in flight has seen so far (the upstream's last report), for
+    /// the row of an attempt cut before it ends; reset when an attempt starts.
+    pub attempt_usage: Option<TokenUsage>,
 }
 
 impl CallState {
@@ -219,6 +222,7 @@ impl CallState {
             last_source: None,
             last_attempt_ms: None,
             stored_messages: std::sync::OnceLock::new(),
+            attempt_usage: None,
         }
     }
 

@@ -19,6 +19,7 @@ use super::attempt::AttemptFailure;
 use super::bookkeeping::{Settlement, Triage, final_error, settle_attempt, triage};
 use super::gateway::{Inner, ScopeRuntime, SourceRuntime};
 use super::retry::RetryBudget;
+use super::rows::LeanAttemptRowGuard;
 
 /// One kind of one-shot operation run through the lean loop.
 pub(crate) trait LeanOp: Sync {
@@ -38,6 +39,14 @@ pub(crate) trait LeanOp: Sync {
     /// Measured tokens of an answer, for the TPM settlement: `Some(0)` for OCR (zero is a
     /// fact), `None` when the upstream reported no usage (the pre-charge stays).
     fn settle_tokens(&self, output: &Self::Output) -> Option<u64>;
+
+    /// Tokens every attempt of this operation settles, whatever its outcome — answer,
+    /// failure or cancellation — or `None` when the outcome decides. OCR: `Some(0)`, since
+    /// its usage is not measured in tokens and the TPM window must not keep a made-up
+    /// pre-charge.
+    fn fixed_tokens(&self) -> Option<u64> {
+        None
+    }
 
     /// The telemetry row of one attempt (`attempt_id` is its row id).
     fn attempt_row(
@@ -103,6 +112,10 @@ pub(crate) async fn run<O: LeanOp>(
             mut permit,
             _in_flight,
         } = admitted?;
+        if let Some(tokens) = op.fixed_tokens() {
+            // Decided before anything is sent, so failure and cancellation settle it too.
+            permit.usage_known(tokens);
+        }
         let source = &scope.sources[idx];
         st.last_source = Some(idx);
         previous = Some(idx);
@@ -110,6 +123,16 @@ pub(crate) async fn run<O: LeanOp>(
         let attempt_id = uuid::Uuid::now_v7().to_string();
         permit.transport_started();
         let span = tracing::info_span!("attempt", attempt_id = %attempt_id, source = %source.settings.name);
+        // Dropped mid-attempt (deadline, caller gone), the guard writes its `cancelled` row.
+        let cut = LeanAttemptRowGuard::new(&inner.recorder, |latency| {
+            op.attempt_row(
+                inner,
+                &attempt_id,
+                source,
+                &Err(AttemptFailure::SinkClosed),
+                latency,
+            )
+        });
         let started = tokio::time::Instant::now();
         let outcome = op
             .attempt(inner, source)
@@ -117,6 +140,7 @@ pub(crate) async fn run<O: LeanOp>(
             .await
             .map_err(|f| super::upstream::scrub(source, f));
         let latency = started.elapsed();
+        cut.finished();
         drop(_in_flight);
         st.last_attempt_ms = Some(u64::try_from(latency.as_millis()).unwrap_or(u64::MAX));
         inner

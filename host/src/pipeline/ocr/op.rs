@@ -162,6 +162,11 @@ impl LeanOp for TextOp {
         Some(0)
     }
 
+    fn fixed_tokens(&self) -> Option<u64> {
+        // Also after a failure or a cancellation: OCR usage is not measured in tokens.
+        Some(0)
+    }
+
     fn attempt_row(
         &self,
         inner: &Inner,
@@ -258,6 +263,11 @@ impl LeanOp for LayoutOp {
     }
 
     fn settle_tokens(&self, _output: &CleanLayout) -> Option<u64> {
+        Some(0)
+    }
+
+    fn fixed_tokens(&self) -> Option<u64> {
+        // Also after a failure or a cancellation: OCR usage is not measured in tokens.
         Some(0)
     }
 
