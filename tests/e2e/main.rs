@@ -3,6 +3,7 @@
 //! SDK. Each test starts its own mock and gateway on free ports.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod answers;
 mod bench_floor;
 mod build_target;
 mod cache;

@@ -21,6 +21,12 @@ pub struct Step {
     pub headers: BTreeMap<String, String>,
     /// A raw body to send instead of a generated answer.
     pub body: Option<String>,
+    /// A streamed answer sent as these `data:` payloads verbatim, one event each (chunk
+    /// objects written exactly as the vendor sends them: refusals, `logprobs`,
+    /// `system_fingerprint`, a legacy `function_call`, …), `inter_chunk_delay_ms` apart, then
+    /// `data: [DONE]` unless `missing_done`. Only streamed requests use it (a non-streamed
+    /// one gets `body`, or the generated answer).
+    pub events: Option<Vec<String>>,
     /// Answer text.
     pub content: String,
     /// Reasoning text sent before the answer.
@@ -72,6 +78,7 @@ impl Default for Step {
             status: 200,
             headers: BTreeMap::new(),
             body: None,
+            events: None,
             content: DEFAULT_CONTENT.to_string(),
             reasoning: None,
             reasoning_style: ReasoningStyle::Field,

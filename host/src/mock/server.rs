@@ -280,6 +280,39 @@ impl Drop for HitGuard {
     }
 }
 
+/// A scripted stream: each of `events` as one `data:` event, then `[DONE]` unless the step
+/// says `missing_done`.
+fn scripted_events(step: Step, events: Vec<String>, guard: HitGuard) -> Response {
+    let nl = if step.crlf { "\r\n" } else { "\n" };
+    let delay = step.inter_chunk_delay_ms;
+    let first = step.first_token_delay_ms;
+    let missing_done = step.missing_done;
+    let body = async_stream::stream! {
+        if first > 0 {
+            tokio::time::sleep(Duration::from_millis(first)).await;
+        }
+        for (i, e) in events.iter().enumerate() {
+            if i > 0 && delay > 0 {
+                tokio::time::sleep(Duration::from_millis(delay)).await;
+            }
+            yield Ok::<Bytes, std::io::Error>(Bytes::from(format!("data: {e}{nl}{nl}")));
+        }
+        if !missing_done {
+            yield Ok(Bytes::from(format!("data: [DONE]{nl}{nl}")));
+        }
+        guard.complete();
+    };
+    let resp = Response::builder()
+        .status(StatusCode::OK)
+        .header("content-type", "text/event-stream")
+        .header("cache-control", "no-cache")
+        .body(Body::from_stream(body));
+    match resp {
+        Ok(r) => with_headers(r, &step),
+        Err(_) => StatusCode::INTERNAL_SERVER_ERROR.into_response(),
+    }
+}
+
 /// `resp` with the step's extra headers.
 pub(super) fn with_headers(mut resp: Response, step: &Step) -> Response {
     for (k, v) in &step.headers {
@@ -356,16 +389,27 @@ async fn respond(step: Step, req: &Value, guard: HitGuard) -> Response {
         guard.complete();
         return with_headers((status, body).into_response(), &step);
     }
+    let stream = req.get("stream").and_then(Value::as_bool).unwrap_or(false);
+    if let (true, Some(events)) = (stream, step.events.clone()) {
+        return scripted_events(step, events, guard);
+    }
     if let Some(b) = &step.body {
         guard.complete();
-        return with_headers((status, b.clone()).into_response(), &step);
+        let resp = (status, b.clone()).into_response();
+        let mut resp = with_headers(resp, &step);
+        if serde_json::from_str::<Value>(b).is_ok() && !step.headers.keys().any(|k| k.eq_ignore_ascii_case("content-type")) {
+            resp.headers_mut().insert(
+                axum::http::header::CONTENT_TYPE,
+                HeaderValue::from_static("application/json"),
+            );
+        }
+        return resp;
     }
     let model = req
         .get("model")
         .and_then(Value::as_str)
         .unwrap_or("mock-model")
         .to_string();
-    let stream = req.get("stream").and_then(Value::as_bool).unwrap_or(false);
     let content = answer_text(&step, req);
     let pieces = split_text(&content, step.chunks);
     let reasoning_pieces = step

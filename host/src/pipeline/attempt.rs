@@ -12,6 +12,7 @@ use crate::telemetry::UsageSource;
 use crate::transport::{LivenessTimeout, LivenessTimer, SseFramer, UpstreamError, Watchdog};
 
 use super::gateway::{Inner, SourceRuntime};
+use super::passthrough;
 use super::response::Accumulator;
 use super::sink::{CallState, Sink, SinkClosed};
 use super::upstream::{self, transient};
@@ -150,10 +151,11 @@ async fn run_inner(
         let body = upstream::read_answer(source, &mut resp, wd.total_deadline()).await;
         st.upstream_wait += waited.elapsed();
         let body = body?;
-        let deltas = match instance.parse_response(&body)? {
+        let mut deltas = match instance.parse_response(&body)? {
             Ok(d) => d,
             Err(c) => return Err(classified_failure(c)),
         };
+        check_passthroughs(&mut deltas, source, "parse-response")?;
         let now = Instant::now();
         for d in &deltas {
             if acc.apply(d) {
@@ -295,24 +297,86 @@ struct Forwarding {
     continuing: bool,
 }
 
+/// Check every passthrough delta of a plugin's batch (`passthrough::check`): a bad one is a
+/// fault of the plugin's `function`; one left with nothing to carry is removed.
+fn check_passthroughs(
+    deltas: &mut Vec<Delta>,
+    source: &SourceRuntime,
+    function: &'static str,
+) -> Result<(), AttemptFailure> {
+    if !deltas.iter().any(|d| matches!(d, Delta::Passthrough(_))) {
+        return Ok(());
+    }
+    let mut bad = None;
+    deltas.retain_mut(|d| match d {
+        Delta::Passthrough(p) => match passthrough::check(p) {
+            Ok(keep) => keep,
+            Err(e) => {
+                bad.get_or_insert(e);
+                false
+            }
+        },
+        _ => true,
+    });
+    match bad {
+        Some(e) => Err(upstream::fault(source, function, e)),
+        None => Ok(()),
+    }
+}
+
+/// Whether a delta goes to the client (a continuation streams only the remainder: no
+/// second role, no new reasoning). A passthrough goes with the delta after it.
+fn forwarded(d: &Delta, continuing: bool) -> bool {
+    match d {
+        Delta::Role(_) | Delta::Reasoning(_) => !continuing,
+        Delta::Content(_) | Delta::Refusal(_) | Delta::ToolCall(_) | Delta::Finish(_) => true,
+        Delta::Usage(_) | Delta::Model(_) | Delta::Done | Delta::Passthrough(_) => false,
+    }
+}
+
+/// Check the batch's passthrough deltas and give each one with choice- or message-level
+/// fields a delta to be written with: when the delta after it is not forwarded, an empty
+/// content delta is inserted (the encoder writes the fields into its chunk). One with only
+/// top-level fields and nothing after it is recorded but not forwarded.
+fn prepare_passthroughs(
+    deltas: &mut Vec<Delta>,
+    source: &SourceRuntime,
+    continuing: bool,
+) -> Result<(), AttemptFailure> {
+    check_passthroughs(deltas, source, "stream-parser")?;
+    let mut i = 0;
+    while i < deltas.len() {
+        if let Delta::Passthrough(p) = &deltas[i]
+            && (p.choice_json.is_some() || p.message_json.is_some())
+            && !deltas.get(i + 1).is_some_and(|n| forwarded(n, continuing))
+        {
+            deltas.insert(i + 1, Delta::Content(String::new()));
+        }
+        i += 1;
+    }
+    Ok(())
+}
+
 async fn handle_deltas(
-    deltas: Vec<Delta>,
+    mut deltas: Vec<Delta>,
     acc: &mut Accumulator,
     wd: &mut Watchdog,
     st: &mut CallState,
     sink: &mut Sink,
     fwd: &mut Forwarding,
     source: &SourceRuntime,
-) -> Result<(), SinkClosed> {
+) -> Result<(), AttemptFailure> {
     let continuing = fwd.continuing;
     if deltas.is_empty() {
         return Ok(());
     }
+    prepare_passthroughs(&mut deltas, source, continuing)?;
     let now = Instant::now();
     // Deltas of a committed call, forwarded together after the loop (one hand-over per
     // upstream read).
     let mut committed = Vec::new();
-    for d in deltas {
+    let mut deltas = deltas.into_iter().peekable();
+    while let Some(d) = deltas.next() {
         let token = acc.apply(&d);
         if token {
             wd.on_token(now);
@@ -321,17 +385,11 @@ async fn handle_deltas(
             // Kept where a cancelled attempt's row can read it (`rows::AttemptRowGuard`).
             st.attempt_usage = acc.usage;
         }
-        let forward = matches!(
-            d,
-            Delta::Role(_)
-                | Delta::Content(_)
-                | Delta::Reasoning(_)
-                | Delta::ToolCall(_)
-                | Delta::Finish(_)
-        );
-        // A continuation streams only the remainder: no second role, no new reasoning.
-        let repeat = continuing && matches!(d, Delta::Role(_) | Delta::Reasoning(_));
-        if !forward || repeat || !sink.forwards() {
+        let forward = match &d {
+            Delta::Passthrough(_) => deltas.peek().is_some_and(|n| forwarded(n, continuing)),
+            other => forwarded(other, continuing),
+        };
+        if !forward || !sink.forwards() {
             continue;
         }
         match &d {
@@ -348,5 +406,5 @@ async fn handle_deltas(
             }
         }
     }
-    sink.send_deltas(committed).await
+    Ok(sink.send_deltas(committed).await?)
 }

@@ -23,7 +23,7 @@ use crate::cache::{CacheError, Publisher, ResponseCache, SingleFlight, is_storab
 use crate::config::Settings;
 use crate::error::GatewayError;
 use crate::governance::SharedClock;
-use crate::plugin::{Delta, FinishReason, ToolCallDelta};
+use crate::plugin::{Delta, FinishReason, Passthrough, ToolCallDelta};
 
 use super::gateway::{Inner, ScopeRuntime};
 use super::request::{CacheMode, ChatRequest};
@@ -304,8 +304,19 @@ fn replay_deltas(r: &ChatResponse) -> Vec<Delta> {
     if let Some(reasoning) = r.reasoning.as_ref().filter(|s| !s.is_empty()) {
         out.push(Delta::Reasoning(reasoning.clone()));
     }
+    // The answer's pass-through fields go with its text (or, with none, its finish chunk).
+    if let Some(f) = &r.upstream_fields {
+        out.push(Delta::Passthrough(Passthrough {
+            response_json: f.response.clone(),
+            choice_json: f.choice.clone(),
+            message_json: f.message.clone(),
+        }));
+    }
     if !r.content.is_empty() {
         out.push(Delta::Content(r.content.clone()));
+    }
+    if let Some(refusal) = &r.refusal {
+        out.push(Delta::Refusal(refusal.clone()));
     }
     for t in &r.tool_calls {
         out.push(Delta::ToolCall(ToolCallDelta {
@@ -317,6 +328,10 @@ fn replay_deltas(r: &ChatResponse) -> Vec<Delta> {
     }
     if let Some(f) = &r.finish_reason {
         out.push(Delta::Finish(finish_reason(f)));
+    }
+    if matches!(out.last(), Some(Delta::Passthrough(_))) {
+        // A passthrough is written with the delta after it.
+        out.push(Delta::Content(String::new()));
     }
     out
 }

@@ -12,6 +12,7 @@ mod gateway;
 mod lean;
 mod ocr;
 mod options;
+pub(crate) mod passthrough;
 mod request;
 mod response;
 mod retry;
@@ -28,6 +29,7 @@ pub use ocr::{
     OcrTextResult, OcrUsage,
 };
 pub use options::CallOptions;
+pub use passthrough::AnswerFields;
 pub use request::{CacheMode, ChatRequest, validate_meta, validate_tenant_id};
 pub use response::{Accumulator, ChatResponse, TokenUsage, ToolCall};
 pub use sink::{CallEvent, StreamStart};

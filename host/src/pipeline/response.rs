@@ -1,5 +1,7 @@
-//! The uniform answer of a call and the accumulator that builds it from typed deltas.
+//! The uniform answer of a call and the accumulator that builds it from typed deltas, and
+//! the rule that tells a broken (empty) answer from a valid one with no text.
 
+use super::passthrough::{AnswerFields, FieldLog};
 use crate::plugin::{Delta, finish_reason_str};
 use crate::telemetry::UsageSource;
 
@@ -63,6 +65,14 @@ pub struct ChatResponse {
     /// no upstream attempt was made for this call (`x-pgw-cache-hit`).
     #[serde(default)]
     pub cache_hit: bool,
+    /// The model's refusal (OpenAI `message.refusal`), when it declined; `content` is then
+    /// usually empty and written as `null`.
+    #[serde(default)]
+    pub refusal: Option<String>,
+    /// The upstream's fields the gateway does not own (`logprobs`, `system_fingerprint`,
+    /// `service_tier`, a legacy `function_call`, …), carried to the client as given.
+    #[serde(default)]
+    pub upstream_fields: Option<AnswerFields>,
     /// The parsed JSON of a call that asked for it (`response_format` `json_schema` or
     /// `json_object`): the answer passed the structured-output ladder — repaired and
     /// validated against the schema — and `content` is its JSON text. `None` for every other
@@ -82,11 +92,17 @@ pub struct Accumulator {
     pub usage: Option<TokenUsage>,
     pub model_reported: Option<String>,
     pub done: bool,
+    /// Refusal text (appended).
+    pub refusal: String,
+    /// The checked passthrough deltas of the attempt.
+    pub(crate) fields: FieldLog,
 }
 
 impl Accumulator {
-    /// Apply one delta; returns whether it is a token for the watchdog (content, reasoning
-    /// or a tool-call fragment).
+    /// Apply one delta; returns whether it is a token for the watchdog (content, reasoning,
+    /// refusal, a tool-call fragment, or message-level passthrough such as a legacy
+    /// `function_call` fragment). A passthrough delta must have been checked
+    /// (`passthrough::check`).
     pub fn apply(&mut self, d: &Delta) -> bool {
         match d {
             Delta::Role(_) => false,
@@ -150,11 +166,36 @@ impl Accumulator {
                 self.done = true;
                 false
             }
+            Delta::Refusal(r) => {
+                self.refusal.push_str(r);
+                !r.is_empty()
+            }
+            Delta::Passthrough(p) => {
+                self.fields.push(p);
+                p.message_json.is_some()
+            }
         }
     }
 
-    /// No answer text and no tool call: an empty completion (transient, reference §6.2).
+    /// A broken answer: it ended with no finish reason and nothing in it (no text, refusal,
+    /// tool call or message-level field such as a legacy `function_call`). An answer with a
+    /// finish reason is the upstream's answer even with no text (a refusal, a
+    /// `content_filter` stop, a `length` stop after only reasoning, `content: ""`).
     pub fn is_empty_completion(&self) -> bool {
-        self.content.is_empty() && self.tool_calls.is_empty()
+        self.finish_reason.is_none()
+            && self.content.is_empty()
+            && self.refusal.is_empty()
+            && self.tool_calls.is_empty()
+            && !self.fields.has_message()
+    }
+
+    /// The refusal, when there is one.
+    pub fn refusal(&self) -> Option<String> {
+        (!self.refusal.is_empty()).then(|| self.refusal.clone())
+    }
+
+    /// The pass-through fields of the whole answer.
+    pub fn upstream_fields(&self) -> Option<AnswerFields> {
+        self.fields.answer()
     }
 }

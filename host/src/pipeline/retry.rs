@@ -425,6 +425,8 @@ fn response(
         salvaged: answer.salvaged,
         overhead_us: st.overhead().as_micros() as u64,
         cache_hit: false,
+        refusal: (!acc.refusal.is_empty()).then_some(acc.refusal),
+        upstream_fields: acc.fields.answer(),
         structured: None,
     }
 }

@@ -18,8 +18,8 @@ pub use generated::exports::polygateway::plugin::ocr_provider::{
 };
 pub use generated::polygateway::plugin::types::{
     AuthScheme, BuildError, Capabilities, ChatRequest, ClassifiedError, Delta, ErrorClass,
-    FinishReason, Header, HttpRequest, PluginInfo, SourceInfo, SseEvent, ThinkingStyle,
-    ToolCallDelta, Usage,
+    FinishReason, Header, HttpRequest, Passthrough, PluginInfo, SourceInfo, SseEvent,
+    ThinkingStyle, ToolCallDelta, Usage,
 };
 pub(crate) use generated::{Provider, ProviderPre};
 
@@ -52,8 +52,11 @@ pub fn delta_to_json(d: &Delta) -> serde_json::Value {
             "completion_tokens": u.completion_tokens,
             "cached_prompt_tokens": u.cached_prompt_tokens,
             "reasoning_tokens": u.reasoning_tokens } }),
+        Delta::Refusal(r) => json!({ "refusal": r }),
         Delta::Model(m) => json!({ "model": m }),
         Delta::Done => json!("done"),
+        Delta::Passthrough(p) => json!({ "passthrough": {
+            "response": p.response_json, "choice": p.choice_json, "message": p.message_json } }),
     }
 }
 

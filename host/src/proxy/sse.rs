@@ -1,19 +1,32 @@
 //! Encoding of the OpenAI chat-completions wire format: stream chunks (SSE) and the
 //! non-streamed completion object.
 
+use std::cell::Cell;
+
 use bytes::Bytes;
 use serde_json::{Value, json};
 
 use crate::error::GatewayError;
-use crate::pipeline::{ChatResponse, StreamStart, TokenUsage};
-use crate::plugin::{Delta, finish_reason_str};
+use crate::pipeline::passthrough::{Flat, members};
+use crate::pipeline::{AnswerFields, ChatResponse, StreamStart, TokenUsage};
+use crate::plugin::{Delta, Passthrough, finish_reason_str};
 
 /// Encodes the chunks of one streamed answer; the chunk head is built once per call.
+///
+/// A passthrough delta (fields the gateway does not own) is held and written into the chunk
+/// of the delta after it: its top-level fields after `model`, its choice fields on
+/// `choices[0]` (a `logprobs` of its own replaces the default `null`), its message fields in
+/// `delta`. The pipeline gives every forwarded passthrough a delta after it.
 pub(crate) struct ChunkEncoder {
     head: String,
+    /// `data: {"id":…,"object":…,"created":…,"model":…` (no comma after): the head of a
+    /// chunk that carries top-level passthrough fields.
+    head_open: String,
     id: String,
     created: u64,
     model: String,
+    /// A passthrough delta waiting for the delta it goes with.
+    held: Cell<Option<Passthrough>>,
 }
 
 impl ChunkEncoder {
@@ -23,17 +36,20 @@ impl ChunkEncoder {
             .clone()
             .unwrap_or_else(|| start.model.clone());
         let id = format!("chatcmpl-{}", start.call_id);
-        let head = format!(
-            r#"data: {{"id":{},"object":"chat.completion.chunk","created":{},"model":{},"choices":[{{"index":0,"delta":"#,
+        let head_open = format!(
+            r#"data: {{"id":{},"object":"chat.completion.chunk","created":{},"model":{}"#,
             Value::String(id.clone()),
             start.created,
             Value::String(model.clone()),
         );
+        let head = format!(r#"{head_open},"choices":[{{"index":0,"delta":"#);
         Self {
             head,
+            head_open,
             id,
             created: start.created,
             model,
+            held: Cell::new(None),
         }
     }
 
@@ -51,10 +67,21 @@ impl ChunkEncoder {
     /// fragments) are written straight into `out`: no intermediate JSON value. The bytes
     /// are exactly those of `delta_via_value`.
     pub(crate) fn encode_delta(&self, d: &Delta, out: &mut Vec<u8>) -> bool {
+        if let Delta::Passthrough(p) = d {
+            // Two in a row: the first had no delta of its own after all.
+            if let Some(prev) = self.held.replace(Some(p.clone())) {
+                return self.encode_with_fields(&Delta::Content(String::new()), &prev, out);
+            }
+            return false;
+        }
+        if let Some(p) = self.held.take() {
+            return self.encode_with_fields(d, &p, out);
+        }
         let mark = out.len();
         let (key, text) = match d {
             Delta::Content(c) => ("content", c.as_str()),
             Delta::Reasoning(r) => ("reasoning_content", r.as_str()),
+            Delta::Refusal(r) => ("refusal", r.as_str()),
             Delta::Finish(f) => {
                 out.extend_from_slice(self.head.as_bytes());
                 out.extend_from_slice(br#"{},"logprobs":null,"finish_reason":"#);
@@ -66,7 +93,9 @@ impl ChunkEncoder {
                 return true;
             }
             Delta::Role(_) | Delta::ToolCall(_) => return self.delta_via_value(d, out),
-            Delta::Usage(_) | Delta::Model(_) | Delta::Done => return false,
+            Delta::Usage(_) | Delta::Model(_) | Delta::Done | Delta::Passthrough(_) => {
+                return false;
+            }
         };
         out.extend_from_slice(self.head.as_bytes());
         out.extend_from_slice(b"{\"");
@@ -82,14 +111,100 @@ impl ChunkEncoder {
         true
     }
 
+    /// Append the SSE frame of `d` with the fields of the passthrough `p` merged in (see the
+    /// type); false (nothing appended) when `d` is not forwarded.
+    fn encode_with_fields(&self, d: &Delta, p: &Passthrough, out: &mut Vec<u8>) -> bool {
+        let text = match d {
+            Delta::Content(c) => Some(("content", c)),
+            Delta::Reasoning(r) => Some(("reasoning_content", r)),
+            Delta::Refusal(r) => Some(("refusal", r)),
+            _ => None,
+        };
+        let message = p.message_json.as_deref().map(members);
+        // A text delta without message fields (the common case) is written directly; the
+        // others through their JSON value, reopened for the message fields.
+        let (delta, finish) = match (text, &message) {
+            (Some(_), None) => (None, None),
+            _ => match Self::delta_value(d) {
+                Some((v, f)) => (Some(v.to_string()), f),
+                None => return false,
+            },
+        };
+        let response = p.response_json.as_deref().map(members);
+        let choice = p.choice_json.as_deref().map(members);
+        out.extend_from_slice(self.head_open.as_bytes());
+        if let Some(m) = &response {
+            m.write_each_after_comma(out);
+        }
+        out.extend_from_slice(br#","choices":[{"index":0,"delta":"#);
+        match (delta, text) {
+            (Some(delta), _) => {
+                // `delta` is a JSON object: reopen it for the message fields.
+                let inner = &delta[..delta.len() - 1];
+                let mark = out.len();
+                out.extend_from_slice(inner.as_bytes());
+                if let Some(m) = &message {
+                    m.write_each_after_comma(out);
+                    if inner == "{" && !m.0.is_empty() {
+                        out.remove(mark + 1);
+                    }
+                }
+                out.push(b'}');
+            }
+            (None, Some((key, text))) => {
+                out.extend_from_slice(b"{\"");
+                out.extend_from_slice(key.as_bytes());
+                out.extend_from_slice(b"\":");
+                // Writing a string into a Vec cannot fail.
+                let _ = serde_json::to_writer(&mut *out, text);
+                out.push(b'}');
+            }
+            (None, None) => out.extend_from_slice(b"{}"),
+        }
+        if !choice.as_ref().is_some_and(|c| c.has("logprobs")) {
+            out.extend_from_slice(br#","logprobs":null"#);
+        }
+        out.extend_from_slice(br#","finish_reason":"#);
+        // Writing a string into a Vec cannot fail.
+        let _ = serde_json::to_writer(&mut *out, &finish);
+        if let Some(m) = &choice {
+            m.write_each_after_comma(out);
+        }
+        out.extend_from_slice(b"}]}\n\n");
+        true
+    }
+
     /// Append the SSE frame of one delta built through a `serde_json::Value` (role and
     /// tool-call deltas, whose key order is the JSON map's); false for deltas that are not
     /// forwarded.
     fn delta_via_value(&self, d: &Delta, out: &mut Vec<u8>) -> bool {
-        let (delta, finish): (Value, Option<&str>) = match d {
+        let Some((delta, finish)) = Self::delta_value(d) else {
+            return false;
+        };
+        let mut s = String::with_capacity(self.head.len() + 96);
+        s.push_str(&self.head);
+        s.push_str(&delta.to_string());
+        match finish {
+            None => s.push_str(r#","logprobs":null,"finish_reason":null}]}"#),
+            Some(f) => {
+                s.push_str(r#","logprobs":null,"finish_reason":"#);
+                s.push_str(&Value::String(f.to_string()).to_string());
+                s.push_str("}]}");
+            }
+        }
+        s.push_str("\n\n");
+        out.extend_from_slice(s.as_bytes());
+        true
+    }
+
+    /// The `delta` object of a forwarded delta and its finish reason; `None` for deltas that
+    /// are not forwarded.
+    fn delta_value(d: &Delta) -> Option<(Value, Option<&str>)> {
+        Some(match d {
             Delta::Role(r) => (json!({"role": r, "content": ""}), None),
             Delta::Content(c) => (json!({ "content": c }), None),
             Delta::Reasoning(r) => (json!({ "reasoning_content": r }), None),
+            Delta::Refusal(r) => (json!({ "refusal": r }), None),
             Delta::ToolCall(t) => {
                 let mut call = serde_json::Map::new();
                 call.insert("index".into(), json!(t.index));
@@ -108,22 +223,8 @@ impl ChunkEncoder {
                 (json!({ "tool_calls": [call] }), None)
             }
             Delta::Finish(f) => (json!({}), Some(finish_reason_str(f))),
-            Delta::Usage(_) | Delta::Model(_) | Delta::Done => return false,
-        };
-        let mut s = String::with_capacity(self.head.len() + 96);
-        s.push_str(&self.head);
-        s.push_str(&delta.to_string());
-        match finish {
-            None => s.push_str(r#","logprobs":null,"finish_reason":null}]}"#),
-            Some(f) => {
-                s.push_str(r#","logprobs":null,"finish_reason":"#);
-                s.push_str(&Value::String(f.to_string()).to_string());
-                s.push_str("}]}");
-            }
-        }
-        s.push_str("\n\n");
-        out.extend_from_slice(s.as_bytes());
-        true
+            Delta::Usage(_) | Delta::Model(_) | Delta::Done | Delta::Passthrough(_) => return None,
+        })
     }
 
     /// The final usage chunk (`choices: []`); `usage` is `null` when the upstream reported none.
@@ -163,6 +264,19 @@ pub(crate) fn usage_json(u: &TokenUsage) -> Value {
     v
 }
 
+/// Whether something other than text answers (tool calls, a refusal, a legacy
+/// `function_call`, a `content_filter` stop): an empty `content` is then written `null`, as
+/// the OpenAI API does.
+fn answered_without_text(r: &ChatResponse) -> bool {
+    !r.tool_calls.is_empty()
+        || r.refusal.is_some()
+        || r.finish_reason.as_deref() == Some("content_filter")
+        || r.upstream_fields
+            .as_ref()
+            .and_then(|f| f.message.as_deref())
+            .is_some_and(|m| members(m).has("function_call"))
+}
+
 /// The non-streamed completion object, serialized. Typed and borrowed from the answer (no
 /// intermediate `serde_json::Value`); keys are in the order the `Value` map wrote them
 /// (sorted), so the bytes equal [`completion_json`]'s.
@@ -175,22 +289,32 @@ pub(crate) fn completion_body(r: &ChatResponse, created: u64) -> Vec<u8> {
         model: &'a str,
         object: &'static str,
         usage: Option<Value>,
+        #[serde(flatten)]
+        extra: Flat<'a>,
     }
     #[derive(serde::Serialize)]
     struct Choice<'a> {
         finish_reason: &'a Option<String>,
         index: u32,
-        logprobs: Option<()>,
+        /// Left out when the upstream's own `logprobs` is among the extra fields.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        logprobs: Option<Option<()>>,
         message: Message<'a>,
+        #[serde(flatten)]
+        extra: Flat<'a>,
     }
     #[derive(serde::Serialize)]
     struct Message<'a> {
         content: Option<&'a str>,
         #[serde(skip_serializing_if = "Option::is_none")]
         reasoning_content: Option<&'a str>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        refusal: Option<&'a str>,
         role: &'static str,
         #[serde(skip_serializing_if = "<[_]>::is_empty")]
         tool_calls: &'a [ToolCallOut<'a>],
+        #[serde(flatten)]
+        extra: Flat<'a>,
     }
     #[derive(serde::Serialize)]
     struct ToolCallOut<'a> {
@@ -216,24 +340,33 @@ pub(crate) fn completion_body(r: &ChatResponse, created: u64) -> Vec<u8> {
             kind: "function",
         })
         .collect();
+    let fields = r.upstream_fields.as_ref();
+    let level = |f: fn(&AnswerFields) -> &Option<String>| Flat(fields.and_then(|x| f(x).as_deref()));
+    let own_logprobs = fields
+        .and_then(|f| f.choice.as_deref())
+        .is_some_and(|c| members(c).has("logprobs"));
     let body = Completion {
         choices: [Choice {
             finish_reason: &r.finish_reason,
             index: 0,
-            logprobs: None,
+            logprobs: (!own_logprobs).then_some(None),
             message: Message {
-                content: (tool_calls.is_empty() || !r.content.is_empty())
+                content: (!r.content.is_empty() || !answered_without_text(r))
                     .then_some(r.content.as_str()),
                 reasoning_content: r.reasoning.as_deref(),
+                refusal: r.refusal.as_deref(),
                 role: "assistant",
                 tool_calls: &tool_calls,
+                extra: level(|f| &f.message),
             },
+            extra: level(|f| &f.choice),
         }],
         created,
         id: format!("chatcmpl-{}", r.call_id),
         model: r.model_reported.as_deref().unwrap_or(&r.model),
         object: "chat.completion",
         usage: r.usage.as_ref().map(usage_json),
+        extra: level(|f| &f.response),
     };
     // Serializing borrowed strings and numbers cannot fail.
     serde_json::to_vec(&body).unwrap_or_default()
@@ -256,9 +389,12 @@ pub(crate) fn completion_json(r: &ChatResponse, created: u64) -> Value {
                        "function": {"name": t.name, "arguments": t.arguments}})
             })
             .collect();
-        if r.content.is_empty() {
-            message["content"] = Value::Null;
-        }
+    }
+    if let Some(refusal) = &r.refusal {
+        message["refusal"] = json!(refusal);
+    }
+    if r.content.is_empty() && answered_without_text(r) {
+        message["content"] = Value::Null;
     }
     json!({
         "id": format!("chatcmpl-{}", r.call_id),
@@ -312,8 +448,18 @@ mod tests {
             salvaged: false,
             overhead_us: 10,
             cache_hit: false,
+            refusal: None,
+            upstream_fields: None,
             structured: None,
         };
+        let mut refused = base.clone();
+        refused.content.clear();
+        refused.refusal = Some("I can't help with that.".into());
+        let mut filtered = base.clone();
+        filtered.content.clear();
+        filtered.finish_reason = Some("content_filter".into());
+        let mut empty_text = base.clone();
+        empty_text.content.clear();
         let mut with_all = base.clone();
         with_all.reasoning = Some("why".into());
         with_all.model_reported = Some("reported".into());
@@ -342,13 +488,122 @@ mod tests {
         ];
         let mut tools_and_text = tools_only.clone();
         tools_and_text.content = "text".into();
-        for r in [base, with_all, tools_only, tools_and_text] {
+        for r in [
+            base,
+            with_all,
+            tools_only,
+            tools_and_text,
+            refused,
+            filtered,
+            empty_text,
+        ] {
             let want = serde_json::to_vec(&completion_json(&r, 1_700_000_000)).unwrap();
             assert_eq!(
                 String::from_utf8(completion_body(&r, 1_700_000_000)).unwrap(),
                 String::from_utf8(want).unwrap()
             );
         }
+    }
+
+    /// Pass-through fields land on their level with the upstream's bytes; an own `logprobs`
+    /// replaces the default `null`; a `function_call` answer has `content: null`.
+    #[test]
+    fn completion_body_carries_upstream_fields() {
+        let logprobs = r#"{"content":[{"token":"Hi","logprob":-1.9361265e-07,"bytes":[72,105],"top_logprobs":[]}],"refusal":null}"#;
+        let r = ChatResponse {
+            call_id: "c".into(),
+            scope: "LLM".into(),
+            content: String::new(),
+            reasoning: None,
+            tool_calls: Vec::new(),
+            finish_reason: Some("function_call".into()),
+            usage: None,
+            usage_source: crate::telemetry::UsageSource::Unavailable,
+            model: "m".into(),
+            model_reported: None,
+            source_name: "s".into(),
+            provider: "openai".into(),
+            attempts: 1,
+            latency_ms: 0,
+            ttft_ms: None,
+            max_inter_token_ms: None,
+            salvaged: false,
+            overhead_us: 0,
+            cache_hit: false,
+            refusal: None,
+            upstream_fields: Some(AnswerFields {
+                response: Some(r#"{"system_fingerprint":"fp_1","service_tier":"default"}"#.into()),
+                choice: Some(format!(r#"{{"logprobs":{logprobs}}}"#)),
+                message: Some(r#"{"function_call":{"name":"f","arguments":"{}"}}"#.into()),
+            }),
+            structured: None,
+        };
+        let body = String::from_utf8(completion_body(&r, 7)).unwrap();
+        assert_eq!(
+            body,
+            format!(
+                r#"{{"choices":[{{"finish_reason":"function_call","index":0,"message":{{"content":null,"role":"assistant","function_call":{{"name":"f","arguments":"{{}}"}}}},"logprobs":{logprobs}}}],"created":7,"id":"chatcmpl-c","model":"m","object":"chat.completion","usage":null,"system_fingerprint":"fp_1","service_tier":"default"}}"#
+            )
+        );
+    }
+
+    /// A passthrough goes into the chunk of the delta after it, each level in its place; two
+    /// in a row give the first a chunk of its own; the common frames are unchanged after it.
+    #[test]
+    fn chunks_carry_passthrough_fields() {
+        let enc = encoder();
+        let p = |r: Option<&str>, c: Option<&str>, m: Option<&str>| {
+            Delta::Passthrough(Passthrough {
+                response_json: r.map(str::to_owned),
+                choice_json: c.map(str::to_owned),
+                message_json: m.map(str::to_owned),
+            })
+        };
+        let head = r#"data: {"id":"chatcmpl-0190-abc","object":"chat.completion.chunk","created":1700000000,"model":"m\"odel""#;
+        let mut out = Vec::new();
+        assert!(!enc.encode_delta(
+            &p(Some(r#"{"system_fingerprint":"fp"}"#), Some(r#"{"logprobs":{"content":[{"logprob":-1e-7}]}}"#), None),
+            &mut out
+        ));
+        assert!(out.is_empty());
+        assert!(enc.encode_delta(&Delta::Content("Hi".into()), &mut out));
+        assert_eq!(
+            String::from_utf8(std::mem::take(&mut out)).unwrap(),
+            format!(
+                r#"{head},"system_fingerprint":"fp","choices":[{{"index":0,"delta":{{"content":"Hi"}},"finish_reason":null,"logprobs":{{"content":[{{"logprob":-1e-7}}]}}}}]}}"#
+            ) + "
+
+"
+        );
+        // Message fields into an empty delta; then a second passthrough flushes the first.
+        enc.encode_delta(&p(None, None, Some(r#"{"function_call":{"name":"f"}}"#)), &mut out);
+        enc.encode_delta(&p(Some(r#"{"service_tier":"default"}"#), None, None), &mut out);
+        assert!(enc.encode_delta(&Delta::Finish(FinishReason::FunctionCall), &mut out));
+        assert_eq!(
+            String::from_utf8(std::mem::take(&mut out)).unwrap(),
+            format!(
+                r#"{head},"choices":[{{"index":0,"delta":{{"content":"","function_call":{{"name":"f"}}}},"logprobs":null,"finish_reason":null}}]}}"#
+            ) + "
+
+"
+                + &format!(
+                    r#"{head},"service_tier":"default","choices":[{{"index":0,"delta":{{}},"logprobs":null,"finish_reason":"function_call"}}]}}"#
+                )
+                + "
+
+"
+        );
+        // Nothing held: the direct frame.
+        assert_eq!(
+            enc.delta(&Delta::Refusal("no".into())),
+            Some(Bytes::from(
+                format!(
+                    r#"{head},"choices":[{{"index":0,"delta":{{"refusal":"no"}},"logprobs":null,"finish_reason":null}}]}}"#
+                ) + "
+
+"
+            ))
+        );
     }
 
     /// The direct writer produces exactly the bytes of the `serde_json::Value` path.
@@ -367,6 +622,7 @@ mod tests {
             deltas.push(Delta::Content(t.into()));
             deltas.push(Delta::Reasoning(t.into()));
             deltas.push(Delta::Role(t.into()));
+            deltas.push(Delta::Refusal(t.into()));
             deltas.push(Delta::Finish(FinishReason::Other(t.into())));
         }
         deltas.extend([

@@ -1,5 +1,5 @@
 //! Turning choice 0 of an OpenAI chat chunk (`delta`) or response (`message`) into deltas,
-//! in the contract's order: role, reasoning, content, tool calls, finish.
+//! in the contract's order: role, reasoning, content, refusal, tool calls, finish.
 
 use serde_json::Value;
 
@@ -27,6 +27,9 @@ pub(crate) fn push_choice(
                 Some(split) => split.push(content, out),
                 None => out.push(Delta::Content(content.to_owned())),
             }
+        }
+        if let Some(refusal) = text(body, "refusal") {
+            out.push(Delta::Refusal(refusal.to_owned()));
         }
         out.extend(tool_calls(body).map(Delta::ToolCall));
     }

@@ -32,8 +32,11 @@ pub fn delta_to_json(delta: &Delta) -> Value {
             "completion_tokens": u.completion_tokens,
             "cached_prompt_tokens": u.cached_prompt_tokens,
             "reasoning_tokens": u.reasoning_tokens } }),
+        Delta::Refusal(r) => json!({ "refusal": r }),
         Delta::Model(m) => json!({ "model": m }),
         Delta::Done => json!("done"),
+        Delta::Passthrough(p) => json!({ "passthrough": {
+            "response": p.response_json, "choice": p.choice_json, "message": p.message_json } }),
     }
 }
 

@@ -86,6 +86,7 @@ mod choice;
 pub mod classify;
 mod embedding;
 mod fields;
+mod passthrough;
 pub mod golden;
 mod provider;
 pub mod request;
@@ -109,8 +110,8 @@ pub use bindings::exports::polygateway::plugin::ocr_provider::{
 };
 pub use bindings::polygateway::plugin::types::{
     AuthScheme, BuildError, Capabilities, ChatRequest, ClassifiedError, Delta, ErrorClass,
-    FinishReason, Header, HttpRequest, PluginInfo, SourceInfo, SseEvent, ThinkingStyle,
-    ToolCallDelta, Usage,
+    FinishReason, Header, HttpRequest, Passthrough, PluginInfo, SourceInfo, SseEvent,
+    ThinkingStyle, ToolCallDelta, Usage,
 };
 pub use classify::{classify_error_object, classify_http_error};
 pub use embedding::{EMBEDDINGS_PATH, openai_embedding_request, parse_openai_embeddings};

@@ -9,10 +9,12 @@ use crate::fields::{choice_zero, text, usage_from_json};
 use crate::{ClassifiedError, Delta, ErrorClass, ThinkSplitter};
 
 /// Parse a 2xx chat-completions response body into deltas, in the streaming order:
-/// [`Delta::Model`] (non-empty), then from choice 0's `message`: [`Delta::Role`],
-/// [`Delta::Reasoning`] (`reasoning_content`, else `reasoning`), [`Delta::Content`] (split by
-/// a [`ThinkSplitter`] when `split_inline_think`, flushed at the end), one complete
-/// [`Delta::ToolCall`] per call (`index` = the call's position unless it carries one), then
+/// [`Delta::Model`] (non-empty), [`Delta::Passthrough`] (the fields the gateway does not own,
+/// with their bytes as sent, when there are any), then from choice 0's `message`:
+/// [`Delta::Role`], [`Delta::Reasoning`] (`reasoning_content`, else `reasoning`),
+/// [`Delta::Content`] (split by a [`ThinkSplitter`] when `split_inline_think`, flushed at the
+/// end), [`Delta::Refusal`], one complete [`Delta::ToolCall`] per call (`index` = the call's
+/// position unless it carries one), then
 /// [`Delta::Finish`], [`Delta::Usage`], and always [`Delta::Done`] last.
 ///
 /// Errors (all [`ErrorClass::Transient`] unless the upstream's error object says otherwise):
@@ -70,6 +72,10 @@ pub(crate) fn parse_chat_response_value(
         out.push(Delta::Model(model.to_owned()));
     }
     let mut think = split_inline_think.then(ThinkSplitter::new);
+    // `from_slice` above proved the body is UTF-8 JSON.
+    if let Ok(text) = std::str::from_utf8(body) {
+        out.extend(crate::passthrough::from_text(text, "message"));
+    }
     if let Some(choice) = choice_zero(&response) {
         push_choice(choice, "message", think.as_mut(), &mut out);
     }

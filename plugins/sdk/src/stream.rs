@@ -20,11 +20,13 @@ const QUOTE_CHARS: usize = 200;
 ///   by [`classify_error_object`]; data that is not a JSON object → `Err(transient,
 ///   "malformed SSE data: …")`;
 /// - otherwise, in this order: [`Delta::Model`] (the first non-empty `model` of the attempt
-///   only), then from choice 0's `delta`: [`Delta::Role`] (non-empty), [`Delta::Reasoning`]
+///   only), then [`Delta::Passthrough`] (the chunk's fields the gateway does not own, with
+///   their bytes as sent: top level, choice 0, choice 0's `delta`; only when there are any),
+///   then from choice 0's `delta`: [`Delta::Role`] (non-empty), [`Delta::Reasoning`]
 ///   (`reasoning_content`, else `reasoning`; non-empty), [`Delta::Content`] (non-empty; split
-///   by a [`ThinkSplitter`] when enabled), [`Delta::ToolCall`] fragments, then
-///   [`Delta::Finish`] (non-null `finish_reason`), then [`Delta::Usage`] (a non-null `usage`
-///   object with token counts; such chunks may have `"choices": []`).
+///   by a [`ThinkSplitter`] when enabled), [`Delta::Refusal`] (non-empty), [`Delta::ToolCall`]
+///   fragments, then [`Delta::Finish`] (non-null `finish_reason`), then [`Delta::Usage`] (a
+///   non-null `usage` object with token counts; such chunks may have `"choices": []`).
 ///
 /// Other choices than index 0 are ignored. Output does not depend on how events are batched.
 ///
@@ -184,6 +186,7 @@ impl ChatStreamParser {
             self.model_seen = true;
             out.push(Delta::Model(model.to_owned()));
         }
+        out.extend(crate::passthrough::from_text(data, "delta"));
         if let Some(choice) = choice_zero(&chunk) {
             push_choice(choice, "delta", self.think.as_mut(), out);
         }

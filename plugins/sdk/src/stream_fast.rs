@@ -1,7 +1,9 @@
 //! The typed fast paths of [`crate::ChatStreamParser`] and [`crate::parse_chat_response`]: the
 //! common shape — an object with `model`, `choices[].delta` (a chunk) or `choices[].message`
-//! (a whole response) with role, content and reasoning, `finish_reason`, and no `error` or
-//! `tool_calls` (nor `usage`, in a chunk) — read into borrowed typed structs instead of a
+//! (a whole response) with role, content, reasoning and refusal, `finish_reason`, the
+//! pass-through fields `system_fingerprint`, `service_tier`, `logprobs` and `function_call`
+//! borrowed raw, no other key, and no `error` or `tool_calls` (nor `usage`, in a chunk) —
+//! read into borrowed typed structs instead of a
 //! `serde_json::Value` tree (no map, key or string allocations). Anything else, including a
 //! field of an unexpected type or a duplicate key, is declined and the caller falls back to
 //! the `Value` path, so the deltas are always exactly the ones that path would give.
@@ -14,10 +16,22 @@ use serde_json::Value;
 use serde_json::value::RawValue;
 
 use crate::fields::{finish_reason_from_str, usage_from_json};
+use crate::passthrough::{self, ObjectText};
 use crate::{Delta, ThinkSplitter};
 
+// Every key is named (`deny_unknown_fields`): a field the fast path does not know is one it
+// could not pass through, so such a chunk is declined to the `Value` path, which carries it.
+// The pass-through fields it does know are borrowed raw (`null` reads as absent).
 #[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct Chunk<'a> {
+    // The gateway writes its own; named only so that they are not unknown.
+    #[serde(rename = "id")]
+    _id: Option<IgnoredAny>,
+    #[serde(rename = "object")]
+    _object: Option<IgnoredAny>,
+    #[serde(rename = "created")]
+    _created: Option<IgnoredAny>,
     #[serde(borrow)]
     model: Option<Cow<'a, str>>,
     #[serde(borrow)]
@@ -25,9 +39,14 @@ struct Chunk<'a> {
     error: Option<IgnoredAny>,
     #[serde(borrow)]
     usage: Option<&'a RawValue>,
+    #[serde(borrow)]
+    service_tier: Option<&'a RawValue>,
+    #[serde(borrow)]
+    system_fingerprint: Option<&'a RawValue>,
 }
 
 #[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct Choice<'a> {
     #[serde(default)]
     index: Index,
@@ -37,9 +56,12 @@ struct Choice<'a> {
     message: Option<Body<'a>>,
     #[serde(borrow)]
     finish_reason: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    logprobs: Option<&'a RawValue>,
 }
 
 #[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct Body<'a> {
     #[serde(borrow)]
     role: Option<Cow<'a, str>>,
@@ -49,7 +71,45 @@ struct Body<'a> {
     reasoning_content: Option<Cow<'a, str>>,
     #[serde(borrow)]
     reasoning: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    refusal: Option<Cow<'a, str>>,
     tool_calls: Option<IgnoredAny>,
+    #[serde(borrow)]
+    function_call: Option<&'a RawValue>,
+}
+
+/// The passthrough delta of a chunk or response the fast path took (keys in sorted order at
+/// each level, as the `Value` path writes them), or `None` when it carries nothing.
+fn fast_passthrough(
+    chunk: &Chunk<'_>,
+    choice: Option<&Choice<'_>>,
+    body: Option<&Body<'_>>,
+) -> Option<Delta> {
+    let choice_raw = choice.and_then(|c| c.logprobs);
+    let message_raw = body.and_then(|b| b.function_call);
+    if chunk.service_tier.is_none()
+        && chunk.system_fingerprint.is_none()
+        && choice_raw.is_none()
+        && message_raw.is_none()
+    {
+        return None;
+    }
+    let mut response = ObjectText::default();
+    if let Some(v) = chunk.service_tier {
+        response.push("service_tier", v);
+    }
+    if let Some(v) = chunk.system_fingerprint {
+        response.push("system_fingerprint", v);
+    }
+    let mut choice_fields = ObjectText::default();
+    if let Some(v) = choice_raw {
+        choice_fields.push("logprobs", v);
+    }
+    let mut message = ObjectText::default();
+    if let Some(v) = message_raw {
+        message.push("function_call", v);
+    }
+    passthrough::delta_of(response, choice_fields, message)
 }
 
 /// A choice's `index` as written: missing (counts as 0), or a value (only the integer 0
@@ -95,6 +155,7 @@ pub(crate) fn parse_common(
         *model_seen = true;
         out.push(Delta::Model(model.to_owned()));
     }
+    out.extend(fast_passthrough(&chunk, choice, choice.and_then(|c| c.delta.as_ref())));
     if let Some(choice) = choice {
         push_common(choice, choice.delta.as_ref(), think, out);
     }
@@ -130,6 +191,7 @@ pub(crate) fn parse_response_common(
     if let Some(model) = text(&response.model) {
         out.push(Delta::Model(model.to_owned()));
     }
+    out.extend(fast_passthrough(&response, choice, choice.and_then(|c| c.message.as_ref())));
     let mut think = think;
     if let Some(choice) = choice {
         push_common(choice, choice.message.as_ref(), think.as_deref_mut(), out);
@@ -185,6 +247,9 @@ fn push_common(
                 Some(split) => split.push(content, out),
                 None => out.push(Delta::Content(content.to_owned())),
             }
+        }
+        if let Some(refusal) = text(&body.refusal) {
+            out.push(Delta::Refusal(refusal.to_owned()));
         }
     }
     if let Some(reason) = text(&choice.finish_reason) {
@@ -253,6 +318,36 @@ mod tests {
             (
                 r#"{"choices":[{"index":"0","delta":{"content":"s"}}]}"#,
                 true,
+            ),
+            // Pass-through fields the fast path knows, raw; `null` ones are absent.
+            (
+                r#"{"id":"c","object":"chat.completion.chunk","created":1,"model":"m","system_fingerprint":"fp_44709d6fcb","service_tier":"default","choices":[{"index":0,"delta":{"content":"Hi"},"logprobs":{"content":[{"token":"Hi","logprob":-1.9361265e-07,"bytes":[72,105],"top_logprobs":[]}],"refusal":null},"finish_reason":null}]}"#,
+                true,
+            ),
+            (
+                r#"{"system_fingerprint":null,"service_tier":null,"choices":[{"index":0,"delta":{"role":"assistant","content":null,"refusal":"I can't"},"logprobs":null}]}"#,
+                true,
+            ),
+            (
+                r#"{"choices":[{"index":0,"delta":{"function_call":{"name":"f","arguments":"{\"a"}},"finish_reason":null}]}"#,
+                true,
+            ),
+            // Declined: a key the fast path does not know (the Value path carries it).
+            (
+                r#"{"x_groq":{"id":"q"},"choices":[{"index":0,"delta":{"content":"x"}}]}"#,
+                false,
+            ),
+            (
+                r#"{"choices":[{"index":0,"delta":{"content":"x"},"content_filter_results":{}}]}"#,
+                false,
+            ),
+            (
+                r#"{"choices":[{"index":0,"delta":{"content":"x","audio":{"id":"a"}}}]}"#,
+                false,
+            ),
+            (
+                r#"{"choices":[{"index":0,"delta":{"refusal":5}}]}"#,
+                false,
             ),
             // Declined: usage, errors, tool calls, odd types, duplicate keys.
             (
@@ -334,6 +429,18 @@ mod tests {
                 true,
             ),
             (r#"{"choices":[{"message":null}]}"#, true),
+            (
+                r#"{"id":"c","model":"m","system_fingerprint":"fp_1","service_tier":"default","choices":[{"index":0,"message":{"role":"assistant","content":null,"refusal":"I can't help with that."},"logprobs":{"content":[{"token":"I","logprob":-3.1e-05,"bytes":[73],"top_logprobs":[]}]},"finish_reason":"stop"}]}"#,
+                true,
+            ),
+            (
+                r#"{"choices":[{"index":0,"message":{"role":"assistant","content":null,"function_call":{"name":"get_weather","arguments":"{\"city\":\"Paris\"}"}},"finish_reason":"function_call"}]}"#,
+                true,
+            ),
+            (
+                r#"{"prompt_filter_results":[],"choices":[{"index":0,"message":{"content":"x","annotations":[]},"content_filter_results":{}}]}"#,
+                false,
+            ),
             // Declined: errors, no choices, tool calls, odd types, duplicate keys, not JSON.
             (
                 r#"{"error":{"message":"overloaded","type":"server_error"}}"#,
