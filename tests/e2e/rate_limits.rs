@@ -32,14 +32,16 @@ fn header<'a>(h: &'a HeaderMap, name: &str) -> Option<&'a str> {
     h.get(name).map(|v| v.to_str().unwrap())
 }
 
-/// Run `sdk_errors.py` against the gateway, bounded in time.
+/// Run `sdk_errors.py` against the gateway, bounded in time (generously: starting Python
+/// and importing the SDK takes seconds on a loaded machine; the SDK's own retries of these
+/// answers would take its whole 30 s timeout per attempt on the old code).
 async fn sdk_error(gw: &GatewayProcess, mode: &str) -> Value {
     tokio::time::timeout(
-        Duration::from_secs(25),
+        Duration::from_secs(80),
         run_python("sdk_errors.py", &[&gw.base_url, "llm", mode]),
     )
     .await
-    .expect("the SDK call did not end within 25 s")
+    .expect("the SDK call did not end within 80 s")
 }
 
 /// The body of a 429 `rate_limited` after one upstream 429 whose hint is `hint_s`.
@@ -289,7 +291,9 @@ async fn the_openai_sdk_raises_rate_limit_error_at_once_for_a_hint_beyond_the_bu
     assert_eq!(out["code"], "rate_limited");
     assert_eq!(out["retry_after"], "18446744073709552");
     assert_eq!(out["should_retry"], "false");
-    assert!(out["elapsed_s"].as_f64().unwrap() < 1.0, "{out}");
+    // No sleep and no SDK retry (its back-off alone is 0.5–8 s); the gateway's own time
+    // bound is asserted over plain HTTP above.
+    assert!(out["elapsed_s"].as_f64().unwrap() < 5.0, "{out}");
     assert_eq!(hits(&m, "sdk-hint").await.len(), 1);
 }
 
