@@ -105,18 +105,15 @@ pub(super) fn parse_scope(
     report: Report<'_>,
 ) -> ScopeCacheSettings {
     let mut s = ScopeCacheSettings::default();
-    match get("CACHE__TTL_S") {
-        Some((key, v)) => match v.trim().parse::<f64>() {
-            Ok(x) if x.is_finite() && x >= 0.0 && x < 1e9 => {
-                s.ttl = Some(Duration::from_secs_f64(x))
-            }
+    // Required when the process has a backend: a rule of `validate.rs`.
+    if let Some((key, v)) = get("CACHE__TTL_S") {
+        match v.trim().parse::<f64>() {
+            Ok(x) if (0.0..1e9).contains(&x) => s.ttl = Some(Duration::from_secs_f64(x)),
             _ => report(
                 &key,
                 format!("expected a finite number of seconds > 0, got `{v}`"),
             ),
-        },
-        // Required when the process has a backend: a rule of `validate.rs`.
-        None => {}
+        }
     }
     if let Some((key, v)) = get("CACHE__NAMESPACE") {
         let v = v.trim();

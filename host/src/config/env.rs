@@ -575,7 +575,7 @@ fn parse_process(
 /// `validate.rs`).
 fn parse_seconds(key: &str, v: &str, problems: &mut Problems) -> Option<Duration> {
     match v.trim().parse::<f64>() {
-        Ok(x) if x.is_finite() && x >= 0.0 && x < 1e7 => Some(Duration::from_secs_f64(x)),
+        Ok(x) if (0.0..1e7).contains(&x) => Some(Duration::from_secs_f64(x)),
         _ => {
             problems.add(
                 key,

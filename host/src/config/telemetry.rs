@@ -151,7 +151,7 @@ pub(super) fn parse(
     }
     if let Some(v) = get("PGW_TELEMETRY_PG_WRITE_TIMEOUT_S") {
         match v.parse::<f64>() {
-            Ok(x) if x.is_finite() && x >= 0.0 && x < 1e6 => {
+            Ok(x) if (0.0..1e6).contains(&x) => {
                 t.pg_write_timeout = Duration::from_secs_f64(x);
             }
             _ => problems.add(
