@@ -30,7 +30,8 @@ struct Case {
 
 /// An OpenAI completion object around `message`, with a fingerprint and a service tier.
 fn completion(message: Value, finish: &str, choice_extra: Value) -> Value {
-    let mut choice = json!({"index": 0, "message": message, "logprobs": null, "finish_reason": finish});
+    let mut choice =
+        json!({"index": 0, "message": message, "logprobs": null, "finish_reason": finish});
     if let Value::Object(extra) = choice_extra {
         choice.as_object_mut().unwrap().extend(extra);
     }
@@ -57,7 +58,11 @@ fn chunk(delta: Value, finish: Option<&str>) -> Value {
 fn with_logprobs(v: &Value) -> String {
     let text = v.to_string();
     assert!(text.contains(r#""logprobs":null"#));
-    text.replacen(r#""logprobs":null"#, &format!(r#""logprobs":{LOGPROBS}"#), 1)
+    text.replacen(
+        r#""logprobs":null"#,
+        &format!(r#""logprobs":{LOGPROBS}"#),
+        1,
+    )
 }
 
 fn cases() -> Vec<Case> {
@@ -72,7 +77,10 @@ fn cases() -> Vec<Case> {
                 json!({}),
             ),
             chunks: vec![
-                chunk(json!({"role": "assistant", "content": null, "refusal": ""}), None),
+                chunk(
+                    json!({"role": "assistant", "content": null, "refusal": ""}),
+                    None,
+                ),
                 chunk(json!({"refusal": "I'm sorry, "}), None),
                 chunk(json!({"refusal": "I can't help with that."}), None),
                 chunk(json!({}), Some("stop")),
@@ -82,7 +90,11 @@ fn cases() -> Vec<Case> {
         },
         Case {
             scenario: "filtered",
-            response: completion(json!({"role": "assistant", "content": null}), "content_filter", json!({})),
+            response: completion(
+                json!({"role": "assistant", "content": null}),
+                "content_filter",
+                json!({}),
+            ),
             chunks: vec![
                 chunk(json!({"role": "assistant", "content": ""}), None),
                 chunk(json!({}), Some("content_filter")),
@@ -99,8 +111,14 @@ fn cases() -> Vec<Case> {
             ),
             chunks: vec![
                 chunk(json!({"role": "assistant", "content": ""}), None),
-                chunk(json!({"reasoning_content": "Let me ", "content": null}), None),
-                chunk(json!({"reasoning_content": "think about", "content": null}), None),
+                chunk(
+                    json!({"reasoning_content": "Let me ", "content": null}),
+                    None,
+                ),
+                chunk(
+                    json!({"reasoning_content": "think about", "content": null}),
+                    None,
+                ),
                 chunk(json!({}), Some("length")),
             ],
             want: json!({"content": "", "reasoning": "Let me think about", "finish_reason": "length"}),
@@ -108,7 +126,11 @@ fn cases() -> Vec<Case> {
         },
         Case {
             scenario: "empty-text",
-            response: completion(json!({"role": "assistant", "content": ""}), "stop", json!({})),
+            response: completion(
+                json!({"role": "assistant", "content": ""}),
+                "stop",
+                json!({}),
+            ),
             chunks: vec![
                 chunk(json!({"role": "assistant", "content": ""}), None),
                 chunk(json!({}), Some("stop")),
@@ -125,8 +147,11 @@ fn cases() -> Vec<Case> {
                 json!({}),
             ),
             chunks: vec![
-                chunk(json!({"role": "assistant", "content": null,
-                             "function_call": {"name": "get_weather", "arguments": ""}}), None),
+                chunk(
+                    json!({"role": "assistant", "content": null,
+                             "function_call": {"name": "get_weather", "arguments": ""}}),
+                    None,
+                ),
                 chunk(json!({"function_call": {"arguments": "{\"city\":"}}), None),
                 chunk(json!({"function_call": {"arguments": "\"Paris\"}"}}), None),
                 chunk(json!({}), Some("function_call")),
@@ -145,7 +170,8 @@ fn cases() -> Vec<Case> {
             .unwrap(),
             chunks: vec![
                 chunk(json!({"role": "assistant", "content": ""}), None),
-                serde_json::from_str(&with_logprobs(&chunk(json!({"content": "Hi"}), None))).unwrap(),
+                serde_json::from_str(&with_logprobs(&chunk(json!({"content": "Hi"}), None)))
+                    .unwrap(),
                 chunk(json!({}), Some("stop")),
             ],
             want: json!({"content": "Hi", "finish_reason": "stop"}),
@@ -212,9 +238,12 @@ fn read_stream(body: &str) -> (Value, Vec<Value>) {
         .filter_map(|d| serde_json::from_str(d).ok())
         .collect();
     let (mut content, mut refusal, mut reasoning) = (String::new(), String::new(), String::new());
-    let (mut name, mut args, mut finish, mut called) = (String::new(), String::new(), Value::Null, false);
+    let (mut name, mut args, mut finish, mut called) =
+        (String::new(), String::new(), Value::Null, false);
     for c in &chunks {
-        let Some(choice) = c["choices"].get(0) else { continue };
+        let Some(choice) = c["choices"].get(0) else {
+            continue;
+        };
         let d = &choice["delta"];
         content.push_str(d["content"].as_str().unwrap_or_default());
         refusal.push_str(d["refusal"].as_str().unwrap_or_default());
@@ -284,8 +313,15 @@ async fn check(case: Case) {
                 let (got, chunks) = read_stream(&text);
                 assert!(text.ends_with("data: [DONE]\n\n"), "{what}: {text}");
                 // The top-level fields are on the chunks they came with (the finish one too).
-                let last = chunks.iter().rev().find(|c| !c["choices"][0]["finish_reason"].is_null());
-                assert_eq!(last.unwrap()["system_fingerprint"], "fp_44709d6fcb", "{what}: {text}");
+                let last = chunks
+                    .iter()
+                    .rev()
+                    .find(|c| !c["choices"][0]["finish_reason"].is_null());
+                assert_eq!(
+                    last.unwrap()["system_fingerprint"],
+                    "fp_44709d6fcb",
+                    "{what}: {text}"
+                );
                 got
             } else {
                 read_completion(&serde_json::from_str(&text).unwrap())
@@ -304,19 +340,30 @@ async fn check(case: Case) {
             }
         }
     }
-    assert_eq!(hits(&m, case.scenario).await.len(), 2 * ROUNDS, "one upstream hit per call");
+    assert_eq!(
+        hits(&m, case.scenario).await.len(),
+        2 * ROUNDS,
+        "one upstream hit per call"
+    );
     let health = healthz(&gw).await;
     let src = &health["scopes"]["LLM"]["sources"][0];
     assert_eq!(src["breaker"], "closed", "{health}");
     // One attempt row and one terminal row per call, all successes.
     let rows = eventually(20, || async {
-        let rows = telemetry_rows(&gw.telemetry_db(), &["logical_call_id", "event", "error_type"]).await;
+        let rows = telemetry_rows(
+            &gw.telemetry_db(),
+            &["logical_call_id", "event", "error_type"],
+        )
+        .await;
         (rows.len() >= 4 * ROUNDS).then_some(rows)
     })
     .await;
     assert_eq!(rows.len(), 4 * ROUNDS, "{rows:?}");
     for r in &rows {
-        assert!(calls.iter().any(|c| r["logical_call_id"] == c.as_str()), "{r}");
+        assert!(
+            calls.iter().any(|c| r["logical_call_id"] == c.as_str()),
+            "{r}"
+        );
         assert_eq!(r["error_type"], Value::Null, "{r}");
     }
 }
@@ -362,7 +409,8 @@ async fn a_stream_with_nothing_and_no_finish_is_still_an_empty_completion() {
     env.extend(source(&m, "openai", 2, "fine", "b"));
     env.push(kv("LLM__RETRY__BASE_DELAY_S", "0.001"));
     let gw = gateway(env).await;
-    let body = json!({"model": "llm", "messages": [{"role": "user", "content": "hi"}], "stream": true});
+    let body =
+        json!({"model": "llm", "messages": [{"role": "user", "content": "hi"}], "stream": true});
     let (status, headers, text) = post_chat(&gw, body).await;
     assert_eq!(status, 200, "{text}");
     assert_eq!(headers["x-pgw-source"], "openai-2", "{text}");
@@ -383,20 +431,38 @@ async fn the_openai_python_sdk_reads_a_refusal_and_the_upstream_fields() {
         json!({}),
     )
     .to_string()
-    .replacen(r#""logprobs":null"#, &format!(r#""logprobs":{logprobs}"#), 1);
+    .replacen(
+        r#""logprobs":null"#,
+        &format!(r#""logprobs":{logprobs}"#),
+        1,
+    );
     let events = vec![
-        chunk(json!({"role": "assistant", "content": null, "refusal": ""}), None).to_string(),
+        chunk(
+            json!({"role": "assistant", "content": null, "refusal": ""}),
+            None,
+        )
+        .to_string(),
         chunk(json!({"refusal": refusal}), None)
             .to_string()
-            .replacen(r#""logprobs":null"#, &format!(r#""logprobs":{logprobs}"#), 1),
+            .replacen(
+                r#""logprobs":null"#,
+                &format!(r#""logprobs":{logprobs}"#),
+                1,
+            ),
         chunk(json!({}), Some("stop")).to_string(),
     ];
     let m = mock().await;
-    script(&m, "sdk-refusal", json!({"then": {"body": body, "events": events}})).await;
+    script(
+        &m,
+        "sdk-refusal",
+        json!({"then": {"body": body, "events": events}}),
+    )
+    .await;
     let gw = gateway(source(&m, "openai", 1, "sdk-refusal", "gpt-4o")).await;
     let token = json!([{"token": "I'm", "logprob": -1.9361265e-07, "bytes": [73, 39, 109], "top_logprobs": []}]);
     for mode in ["nonstream", "stream"] {
-        let out = polygateway_tests::run_python("sdk_answers.py", &[&gw.base_url, "llm", mode]).await;
+        let out =
+            polygateway_tests::run_python("sdk_answers.py", &[&gw.base_url, "llm", mode]).await;
         assert_eq!(out["content"], Value::Null, "{mode}: {out}");
         assert_eq!(out["refusal"], refusal, "{mode}: {out}");
         assert_eq!(out["finish_reason"], "stop", "{mode}: {out}");
@@ -416,17 +482,33 @@ async fn the_openai_python_sdk_reads_a_refusal_and_the_upstream_fields() {
 async fn a_cached_answer_keeps_its_refusal_and_upstream_fields() {
     let case = cases().remove(0);
     let m = mock().await;
-    let body = response_text(&case).replacen(r#""logprobs":null"#, &format!(r#""logprobs":{LOGPROBS}"#), 1);
+    let body = response_text(&case).replacen(
+        r#""logprobs":null"#,
+        &format!(r#""logprobs":{LOGPROBS}"#),
+        1,
+    );
     script(&m, "cached", json!({"then": {"body": body}})).await;
     let mut env = source(&m, "openai", 1, "cached", "gpt-4o");
-    env.extend([kv("PGW_CACHE_BACKEND", "memory"), kv("LLM__CACHE__TTL_S", 60)]);
+    env.extend([
+        kv("PGW_CACHE_BACKEND", "memory"),
+        kv("LLM__CACHE__TTL_S", 60),
+    ]);
     let gw = gateway(env).await;
-    let req = json!({"model": "llm", "messages": [{"role": "user", "content": "hi"}], "stream": false});
+    let req =
+        json!({"model": "llm", "messages": [{"role": "user", "content": "hi"}], "stream": false});
     let (status, _, first) = post_chat(&gw, req.clone()).await;
     assert_eq!(status, 200, "{first}");
-    let (status, headers, again) = post_chat(&gw, req.clone()).await;
-    assert_eq!(status, 200, "{again}");
-    assert_eq!(headers["x-pgw-cache-hit"], "true");
+    // The store may land just after the first answer.
+    let again = eventually(10, || {
+        let req = req.clone();
+        let gw = &gw;
+        async move {
+            let (status, headers, again) = post_chat(gw, req).await;
+            assert_eq!(status, 200, "{again}");
+            (headers["x-pgw-cache-hit"] == "true").then_some(again)
+        }
+    })
+    .await;
     let mut streamed = req;
     streamed["stream"] = json!(true);
     let (status, headers, stream) = post_chat(&gw, streamed).await;
@@ -434,12 +516,19 @@ async fn a_cached_answer_keeps_its_refusal_and_upstream_fields() {
     assert_eq!(headers["x-pgw-cache-hit"], "true");
     assert_eq!(hits(&m, "cached").await.len(), 1);
     for text in [&first, &again, &stream] {
-        for raw in [FINGERPRINT.to_string(), TIER.to_string(), format!(r#""logprobs":{LOGPROBS}"#)] {
+        for raw in [
+            FINGERPRINT.to_string(),
+            TIER.to_string(),
+            format!(r#""logprobs":{LOGPROBS}"#),
+        ] {
             assert!(text.contains(raw.as_str()), "{raw} not in {text}");
         }
     }
     let cached: Value = serde_json::from_str(&again).unwrap();
     assert_eq!(read_completion(&cached), case.want);
     let (got, _) = read_stream(&stream);
-    assert_eq!(got, json!({"content": "", "refusal": "I'm sorry, I can't help with that.", "finish_reason": "stop"}));
+    assert_eq!(
+        got,
+        json!({"content": "", "refusal": "I'm sorry, I can't help with that.", "finish_reason": "stop"})
+    );
 }

@@ -106,7 +106,15 @@ pub struct CacheStatus {
 /// without `[DONE]`, never empty, never itself a replay. (Failures, answers that failed the
 /// structured-output ladder and calls cut by a deadline never reach this point.)
 pub fn is_storable(r: &ChatResponse) -> bool {
-    let empty = r.content.is_empty() && r.tool_calls.is_empty();
+    // An answer with no text is still an answer (a refusal, a `content_filter` stop, …):
+    // only one with no finish reason and nothing in it is not.
+    let empty = r.finish_reason.is_none()
+        && r.content.is_empty()
+        && r.tool_calls.is_empty()
+        && r.refusal.is_none()
+        && r.upstream_fields
+            .as_ref()
+            .is_none_or(|f| f.message.is_none());
     !(r.salvaged || r.cache_hit || empty)
 }
 

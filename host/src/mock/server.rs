@@ -397,7 +397,12 @@ async fn respond(step: Step, req: &Value, guard: HitGuard) -> Response {
         guard.complete();
         let resp = (status, b.clone()).into_response();
         let mut resp = with_headers(resp, &step);
-        if serde_json::from_str::<Value>(b).is_ok() && !step.headers.keys().any(|k| k.eq_ignore_ascii_case("content-type")) {
+        if serde_json::from_str::<Value>(b).is_ok()
+            && !step
+                .headers
+                .keys()
+                .any(|k| k.eq_ignore_ascii_case("content-type"))
+        {
             resp.headers_mut().insert(
                 axum::http::header::CONTENT_TYPE,
                 HeaderValue::from_static("application/json"),

@@ -14,8 +14,9 @@ use serde_json::{Map, Value};
 use crate::plugin::Passthrough;
 
 /// Top-level keys of a completion or chunk the gateway writes itself.
-pub(crate) const RESPONSE_OWNED: &[&str] =
-    &["id", "object", "created", "model", "choices", "usage", "error"];
+pub(crate) const RESPONSE_OWNED: &[&str] = &[
+    "id", "object", "created", "model", "choices", "usage", "error",
+];
 /// Keys of a choice the gateway writes itself.
 pub(crate) const CHOICE_OWNED: &[&str] = &["index", "delta", "message", "finish_reason"];
 /// Keys of a delta or message the gateway writes itself.
@@ -249,7 +250,10 @@ mod tests {
             Some(r#"{"content":"no"}"#),
         );
         assert_eq!(check(&mut ok), Ok(true));
-        assert_eq!(ok.response_json.as_deref(), Some(r#"{"system_fingerprint":"fp"}"#));
+        assert_eq!(
+            ok.response_json.as_deref(),
+            Some(r#"{"system_fingerprint":"fp"}"#)
+        );
         assert_eq!(
             ok.choice_json.as_deref(),
             Some(r#"{"logprobs":{"content":[{"logprob":-1.9361265e-07}]}}"#)
@@ -293,7 +297,10 @@ mod tests {
             Some(r#"{"function_call":{"arguments":"{\"a\":1}"}}"#),
         ));
         let all = log.answer().unwrap();
-        assert_eq!(all.response.as_deref(), Some(r#"{"system_fingerprint":"fp2"}"#));
+        assert_eq!(
+            all.response.as_deref(),
+            Some(r#"{"system_fingerprint":"fp2"}"#)
+        );
         assert_eq!(
             all.choice.as_deref(),
             Some(r#"{"logprobs":{"content":[{"logprob":-1.5},{"logprob":-2.0}]}}"#)

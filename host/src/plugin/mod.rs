@@ -35,8 +35,8 @@ pub use wire::{
 pub use wire::{
     AuthScheme, BuildError, Capabilities, ChatRequest as PluginChatRequest, ClassifiedError, Delta,
     ErrorClass, FinishReason, Header, HttpRequest, Passthrough, PluginInfo, SourceInfo, SseEvent,
-    ThinkingStyle, ToolCallDelta, Usage, delta_to_json, error_class_str, finish_reason_str, source_info,
-    thinking_style_str,
+    ThinkingStyle, ToolCallDelta, Usage, delta_to_json, error_class_str, finish_reason_str,
+    source_info, thinking_style_str,
 };
 
 /// Contract versions of `polygateway:plugin` this host can load.

@@ -341,7 +341,8 @@ pub(crate) fn completion_body(r: &ChatResponse, created: u64) -> Vec<u8> {
         })
         .collect();
     let fields = r.upstream_fields.as_ref();
-    let level = |f: fn(&AnswerFields) -> &Option<String>| Flat(fields.and_then(|x| f(x).as_deref()));
+    let level =
+        |f: fn(&AnswerFields) -> &Option<String>| Flat(fields.and_then(|x| f(x).as_deref()));
     let own_logprobs = fields
         .and_then(|f| f.choice.as_deref())
         .is_some_and(|c| members(c).has("logprobs"));
@@ -562,7 +563,11 @@ mod tests {
         let head = r#"data: {"id":"chatcmpl-0190-abc","object":"chat.completion.chunk","created":1700000000,"model":"m\"odel""#;
         let mut out = Vec::new();
         assert!(!enc.encode_delta(
-            &p(Some(r#"{"system_fingerprint":"fp"}"#), Some(r#"{"logprobs":{"content":[{"logprob":-1e-7}]}}"#), None),
+            &p(
+                Some(r#"{"system_fingerprint":"fp"}"#),
+                Some(r#"{"logprobs":{"content":[{"logprob":-1e-7}]}}"#),
+                None
+            ),
             &mut out
         ));
         assert!(out.is_empty());
@@ -576,8 +581,14 @@ mod tests {
 "
         );
         // Message fields into an empty delta; then a second passthrough flushes the first.
-        enc.encode_delta(&p(None, None, Some(r#"{"function_call":{"name":"f"}}"#)), &mut out);
-        enc.encode_delta(&p(Some(r#"{"service_tier":"default"}"#), None, None), &mut out);
+        enc.encode_delta(
+            &p(None, None, Some(r#"{"function_call":{"name":"f"}}"#)),
+            &mut out,
+        );
+        enc.encode_delta(
+            &p(Some(r#"{"service_tier":"default"}"#), None, None),
+            &mut out,
+        );
         assert!(enc.encode_delta(&Delta::Finish(FinishReason::FunctionCall), &mut out));
         assert_eq!(
             String::from_utf8(std::mem::take(&mut out)).unwrap(),
@@ -585,11 +596,9 @@ mod tests {
                 r#"{head},"choices":[{{"index":0,"delta":{{"content":"","function_call":{{"name":"f"}}}},"logprobs":null,"finish_reason":null}}]}}"#
             ) + "
 
-"
-                + &format!(
-                    r#"{head},"service_tier":"default","choices":[{{"index":0,"delta":{{}},"logprobs":null,"finish_reason":"function_call"}}]}}"#
-                )
-                + "
+" + &format!(
+                r#"{head},"service_tier":"default","choices":[{{"index":0,"delta":{{}},"logprobs":null,"finish_reason":"function_call"}}]}}"#
+            ) + "
 
 "
         );

@@ -9,8 +9,9 @@ use serde_json::value::RawValue;
 use crate::{Delta, Passthrough};
 
 /// Top-level keys the gateway writes itself.
-pub(crate) const RESPONSE_OWNED: &[&str] =
-    &["id", "object", "created", "model", "choices", "usage", "error"];
+pub(crate) const RESPONSE_OWNED: &[&str] = &[
+    "id", "object", "created", "model", "choices", "usage", "error",
+];
 /// Choice keys the gateway writes itself.
 pub(crate) const CHOICE_OWNED: &[&str] = &["index", "delta", "message", "finish_reason"];
 /// Delta and message keys the gateway writes itself (from typed deltas).
@@ -82,8 +83,7 @@ fn not_owned(map: &BTreeMap<String, &RawValue>, owned: &[&str]) -> ObjectText {
 /// missing, or a number that is the integer 0.
 fn index_is_zero(choice: &BTreeMap<String, &RawValue>) -> bool {
     choice.get("index").is_none_or(|raw| {
-        serde_json::from_str::<serde_json::Value>(raw.get())
-            .is_ok_and(|v| v.as_u64() == Some(0))
+        serde_json::from_str::<serde_json::Value>(raw.get()).is_ok_and(|v| v.as_u64() == Some(0))
     })
 }
 

@@ -155,7 +155,11 @@ pub(crate) fn parse_common(
         *model_seen = true;
         out.push(Delta::Model(model.to_owned()));
     }
-    out.extend(fast_passthrough(&chunk, choice, choice.and_then(|c| c.delta.as_ref())));
+    out.extend(fast_passthrough(
+        &chunk,
+        choice,
+        choice.and_then(|c| c.delta.as_ref()),
+    ));
     if let Some(choice) = choice {
         push_common(choice, choice.delta.as_ref(), think, out);
     }
@@ -191,7 +195,11 @@ pub(crate) fn parse_response_common(
     if let Some(model) = text(&response.model) {
         out.push(Delta::Model(model.to_owned()));
     }
-    out.extend(fast_passthrough(&response, choice, choice.and_then(|c| c.message.as_ref())));
+    out.extend(fast_passthrough(
+        &response,
+        choice,
+        choice.and_then(|c| c.message.as_ref()),
+    ));
     let mut think = think;
     if let Some(choice) = choice {
         push_common(choice, choice.message.as_ref(), think.as_deref_mut(), out);
@@ -345,10 +353,7 @@ mod tests {
                 r#"{"choices":[{"index":0,"delta":{"content":"x","audio":{"id":"a"}}}]}"#,
                 false,
             ),
-            (
-                r#"{"choices":[{"index":0,"delta":{"refusal":5}}]}"#,
-                false,
-            ),
+            (r#"{"choices":[{"index":0,"delta":{"refusal":5}}]}"#, false),
             // Declined: usage, errors, tool calls, odd types, duplicate keys.
             (
                 r#"{"choices":[],"usage":{"prompt_tokens":8,"completion_tokens":2}}"#,
