@@ -13,6 +13,7 @@ mod external_plugin;
 mod failover;
 mod golden;
 mod governance;
+mod listener;
 mod ocr;
 mod plugin_cache;
 mod plugin_fixtures;

@@ -4,6 +4,7 @@
 mod backends;
 mod cache;
 mod env;
+mod listener;
 mod settings;
 mod structured;
 mod telemetry;
@@ -11,6 +12,7 @@ mod telemetry;
 pub use backends::{StateBackend, StateBackends};
 pub use cache::{CacheBackendKind, CacheSettings, ScopeCacheSettings};
 pub use env::{ConfigError, ConfigProblem, load_dotenv, settings_from_env, settings_from_vars};
+pub use listener::{CorsOrigins, ListenerSettings};
 pub use settings::PROTECTED_BODY_KEYS;
 pub use settings::{
     FirstParty, GovernanceSettings, MissingDone, PluginRef, ProcessSettings, RetrySettings,

@@ -53,6 +53,8 @@ pub struct ProcessSettings {
     pub plugin_memory_bytes: usize,
     /// `PGW_CACHE_BACKEND` and the bounds of the response cache.
     pub cache: CacheSettings,
+    /// The proxy listener's timeouts, connection cap, shutdown grace and CORS origins.
+    pub listener: super::listener::ListenerSettings,
     /// Keys that are recognised but belong to features configured elsewhere (cache, Redis
     /// backends, pricing); kept verbatim so later layers can read them.
     pub other: BTreeMap<String, String>,
