@@ -387,7 +387,7 @@ mod tests {
         let b = SqliteBackend::new(&path, SchemaMode::Auto).unwrap();
         let p = b.prepare().await.unwrap();
         let rows: Vec<CallRow> = (0..50)
-            .map(|i| CallRow::new(RowKind::Attempt, &format!("a{i}"), "l1", "LLM", 7))
+            .map(|i| CallRow::new(RowKind::Attempt, format!("a{i}"), "l1", "LLM", 7))
             .collect();
         b.insert(&p.columns, all(&rows)).await.unwrap();
         assert!(dir.path().join("t.db-wal").exists());
