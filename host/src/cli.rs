@@ -1,5 +1,5 @@
-//! The `polygateway` command line: `serve`, `mock-upstream`, `demo`, `plugin check`,
-//! `telemetry schema-sql`.
+//! The `polygateway` command line: `serve` (logging set-up, the shutdown signals, the
+//! telemetry flush at exit), `mock-upstream`, `demo`, `plugin check`, `telemetry schema-sql`.
 
 use std::collections::HashMap;
 use std::io::Write;
@@ -171,11 +171,15 @@ fn fail(message: &str) -> ExitCode {
     ExitCode::FAILURE
 }
 
+/// Logs to stderr, with ANSI colours only when stderr is a terminal (a file, a pipe or a
+/// log collector gets plain text).
 fn init_tracing(filter: &str, json: bool) {
+    use std::io::IsTerminal;
     let filter = tracing_subscriber::EnvFilter::try_new(filter)
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr);
     let _ = if json {
         builder.json().try_init()
@@ -208,8 +212,16 @@ async fn serve() -> ExitCode {
     let _ = writeln!(std::io::stdout(), "polygateway listening on http://{addr}");
     let _ = std::io::stdout().flush();
     tracing::info!(%addr, "serving");
-    let served = crate::proxy::serve(gateway.clone(), listener, shutdown_signal()).await;
+    let shutdown = async {
+        shutdown_signal().await;
+        tracing::info!("shutdown signal received: no new connections");
+    };
+    let served = crate::proxy::serve(gateway.clone(), listener, shutdown).await;
+    // Every connection is closed, so every call has recorded its rows (a call cut at the
+    // end of the grace period its `cancelled` row). The SQLite file is checkpointed and
+    // closed when the runtime drops the telemetry writer, after this function returns.
     gateway.flush_telemetry().await;
+    tracing::info!("stopped");
     match served {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => fail(&e.to_string()),

@@ -17,6 +17,7 @@ mod failover;
 mod golden;
 mod governance;
 mod hostile;
+mod listener;
 mod ocr;
 mod plugin_cache;
 mod plugin_fixtures;

@@ -160,6 +160,20 @@ impl GatewayProcess {
         self.dir.path().join("polygateway.db")
     }
 
+    /// Send `SIGTERM` and wait at most `within` for the process to exit: its exit status, or
+    /// `None` when it is still running (`stop` then kills it).
+    pub async fn terminate(&mut self, within: Duration) -> Option<std::process::ExitStatus> {
+        let _ = Command::new("kill")
+            .arg("-TERM")
+            .arg(self.pid().to_string())
+            .status()
+            .await;
+        tokio::time::timeout(within, self.child.wait())
+            .await
+            .ok()
+            .and_then(Result::ok)
+    }
+
     /// Stop the process and return what it logged.
     pub async fn stop(mut self) -> String {
         let _ = self.child.kill().await;

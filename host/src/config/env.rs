@@ -185,7 +185,8 @@ pub fn settings_from_vars(
     for (key, value) in vars {
         if let Some(rest) = key.strip_prefix("PGW_") {
             let _ = rest;
-            if PROCESS_KEYS.contains(&key.as_str()) {
+            if PROCESS_KEYS.contains(&key.as_str()) || super::listener::KEYS.contains(&key.as_str())
+            {
                 process.insert(key, value);
             } else {
                 problems.add(&key, "unknown PGW_ key");
@@ -533,6 +534,7 @@ fn parse_process(
         },
         None => DEFAULT_PLUGIN_MEMORY_BYTES,
     };
+    let listener = super::listener::parse(&|k| get(k).map(str::to_string), problems);
     let cache = super::cache::parse_process(&|k| get(k).map(str::to_string), &mut |k, m| {
         problems.add(k, m)
     });
@@ -567,6 +569,7 @@ fn parse_process(
         plugin_memory_bytes,
         upstream_limits,
         cache,
+        listener,
         other,
     })
 }

@@ -6,6 +6,7 @@ mod backends;
 mod cache;
 mod env;
 mod limits;
+mod listener;
 mod settings;
 mod structured;
 mod telemetry;
@@ -26,6 +27,7 @@ pub use settings::{
     DEFAULT_STALL_WINDOW, DEFAULT_TIMEOUT, DEFAULT_TTFT_TIMEOUT, DEFAULT_WEIGHT,
     PROTECTED_BODY_KEYS,
 };
+pub use listener::{CorsOrigins, ListenerSettings};
 pub use settings::{
     FirstParty, GovernanceSettings, MissingDone, PluginRef, ProcessSettings, RetrySettings,
     SchemaMode, ScopeSettings, Settings, SourceSettings, TelemetryBackend, TelemetrySettings,

@@ -111,6 +111,8 @@ pub struct ProcessSettings {
     pub upstream_limits: super::limits::UpstreamLimits,
     /// `PGW_CACHE_BACKEND` and the bounds of the response cache.
     pub cache: CacheSettings,
+    /// The proxy listener's timeouts, connection cap, shutdown grace and CORS origins.
+    pub listener: super::listener::ListenerSettings,
     /// Keys that are recognised but belong to features configured elsewhere (cache, Redis
     /// backends, pricing); kept verbatim so later layers can read them.
     pub other: BTreeMap<String, String>,

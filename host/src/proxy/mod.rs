@@ -1,6 +1,8 @@
-//! The OpenAI-compatible HTTP server (`polygateway serve`, DESIGN §6): routes, client auth
-//! and the loopback rule, the body limit, and error mapping. Handlers only translate between
-//! HTTP and the embedded API; every decision is made in the pipeline.
+//! The OpenAI-compatible HTTP server (`polygateway serve`): routes, the layers around them
+//! (`x-request-id`, CORS, the body-read deadline, JSON 404/405), client auth and the loopback
+//! rule, the body limit, error mapping, and the listener (connection cap, timeouts, graceful
+//! shutdown). Handlers only translate between HTTP and the embedded API; every decision is
+//! made in the pipeline.
 
 mod auth;
 mod call_headers;
@@ -8,9 +10,11 @@ mod chat;
 mod embeddings;
 mod errors;
 mod health;
+mod layers;
 mod metrics;
 mod ocr;
 mod reload;
+mod server;
 mod sse;
 
 use std::net::SocketAddr;
@@ -18,8 +22,8 @@ use std::sync::Arc;
 
 use axum::Router;
 use axum::routing::{get, post};
-use axum::serve::ListenerExt;
 use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
 
 use crate::pipeline::Gateway;
 
@@ -50,8 +54,15 @@ pub enum ServeError {
     },
 }
 
-/// The router: one place that lists the endpoints.
+/// The router: one place that lists the endpoints, with the layers every response goes
+/// through (see [`router_draining`]).
 pub fn router(gateway: Gateway) -> Router {
+    router_draining(gateway, CancellationToken::new())
+}
+
+/// The router whose body-read layer stops waiting for request bodies once `draining` is
+/// cancelled (the server is shutting down).
+fn router_draining(gateway: Gateway, draining: CancellationToken) -> Router {
     let p = &gateway.settings().process;
     let state = AppState {
         api_keys: Arc::new(p.api_keys.clone()),
@@ -59,15 +70,36 @@ pub fn router(gateway: Gateway) -> Router {
         ocr_health: Arc::new(ocr::HealthCache::default()),
         gateway: gateway.clone(),
     };
-    Router::new()
+    let body_read = layers::BodyRead {
+        timeout: p.listener.body_read_timeout,
+        draining,
+    };
+    let router = Router::new()
         .route("/v1/chat/completions", post(chat::chat_completions))
         .route("/v1/embeddings", post(embeddings::embeddings))
         .merge(ocr::routes())
         .route("/v1/models", get(health::models))
+        .route("/v1/models/{*model}", get(health::model))
         .route("/healthz", get(health::healthz))
         .route("/metrics", get(metrics::metrics))
         .route("/admin/reload", post(reload::admin_reload))
-        .with_state(state)
+        // After every route: it applies to the routes that exist when it is called.
+        .method_not_allowed_fallback(layers::method_not_allowed)
+        // Only matched routes read bodies.
+        .route_layer(axum::middleware::from_fn_with_state(
+            body_read,
+            layers::read_body,
+        ))
+        .fallback(layers::not_found)
+        .with_state(state);
+    // Outside the routes and the fallback: a preflight is answered for any path, and even
+    // a 404 carries the CORS headers, so a browser application can read the error.
+    let router = match layers::cors(&p.listener.cors_origins) {
+        Some(cors) => router.layer(cors),
+        None => router,
+    };
+    // Outermost: every response, the CORS layer's and the body-read layer's included.
+    router.layer(axum::middleware::map_response(layers::request_id))
 }
 
 /// Bind the listener, enforcing the loopback rule. Returns it with its bound address.
@@ -89,21 +121,40 @@ pub async fn bind(gateway: &Gateway) -> Result<(TcpListener, SocketAddr), ServeE
     Ok((listener, addr))
 }
 
-/// Serve until `shutdown` resolves.
+/// Serve until `shutdown` resolves, then shut down gracefully: stop accepting, close idle
+/// connections and those still sending a request head, let requests in flight finish for
+/// `PGW_SHUTDOWN_GRACE_S`, then close every connection. Returns when all are closed (flush
+/// telemetry after it).
 pub async fn serve(
     gateway: Gateway,
     listener: TcpListener,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    let app = router(gateway).into_make_service_with_connect_info::<SocketAddr>();
-    // TCP_NODELAY on every client connection: without it, small SSE writes wait for the
-    // client's delayed ACK (~40 ms per chunk on Linux).
-    let listener = listener.tap_io(|tcp| {
-        if let Err(e) = tcp.set_nodelay(true) {
-            tracing::debug!(error = %e, "cannot set TCP_NODELAY on a client connection");
+    let limits = gateway.settings().process.listener.clone();
+    warn_if_descriptors_are_short(limits.max_connections);
+    let draining = CancellationToken::new();
+    let app = router_draining(gateway, draining.clone());
+    server::run(listener, app, &limits, draining, shutdown).await;
+    Ok(())
+}
+
+/// Log a warning when the process may run out of file descriptors before it reaches
+/// `PGW_MAX_CONNECTIONS` (each client connection holds one; calls, the telemetry file and
+/// plugins need more): accept would then fail instead of the cap holding connections back.
+fn warn_if_descriptors_are_short(max_connections: u32) {
+    #[cfg(target_os = "linux")]
+    {
+        let limit = rustix::process::getrlimit(rustix::process::Resource::Nofile);
+        if let Some(soft) = limit.current
+            && soft < u64::from(max_connections) + 64
+        {
+            tracing::warn!(
+                soft_limit = soft,
+                max_connections,
+                "the open-file limit (ulimit -n) is below PGW_MAX_CONNECTIONS + 64: lower PGW_MAX_CONNECTIONS or raise the limit"
+            );
         }
-    });
-    axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown)
-        .await
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = max_connections;
 }

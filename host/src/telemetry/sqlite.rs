@@ -3,7 +3,9 @@
 //! own (`pgw-sqlite`, rusqlite, at a lower priority on Linux): a batch is one transaction of a
 //! cached single-row statement, so binding and writing rows never runs on the async runtime's
 //! worker threads (where the multi-row statement built per batch cost the gateway ~13 µs per
-//! call and the calls' tail latency at concurrency 1; `polygateway bench`).
+//! call and the calls' tail latency at concurrency 1; `polygateway bench`). Dropping the
+//! backend (the process exiting) checkpoints the WAL into the database file and closes the
+//! connection, so SQLite removes `-wal` and `-shm` and the `.db` file alone holds every row.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -20,6 +22,9 @@ use crate::config::SchemaMode;
 
 /// How long a write waits for a lock held by another process.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long dropping the backend waits for the thread to checkpoint and close: a write in
+/// progress may first wait out one busy timeout.
+const CLOSE_TIMEOUT: Duration = Duration::from_secs(2 * BUSY_TIMEOUT.as_secs());
 /// The writer thread's nice value (Linux): when CPU is short, the calls it records run first.
 #[cfg(target_os = "linux")]
 const WRITER_NICE: i32 = 10;
@@ -32,6 +37,8 @@ enum Job {
         rows: Arc<[CallRow]>,
         done: oneshot::Sender<Result<(), WriteError>>,
     },
+    /// Checkpoint, close the connection, answer, and end the thread.
+    Close(mpsc::Sender<()>),
     #[cfg(test)]
     Execute(String, oneshot::Sender<Result<(), WriteError>>),
 }
@@ -61,9 +68,13 @@ impl SqliteBackend {
                 ) {
                     tracing::debug!(error = %e, "cannot lower the SQLite thread's priority");
                 }
-                // Ends when the backend (every sender) is dropped.
+                // Ends at `Job::Close`, or when every sender is gone.
                 while let Ok(job) = rx.recv() {
+                    let last = matches!(job, Job::Close(_));
                     conn.run(job);
+                    if last {
+                        return;
+                    }
                 }
             })
             .map_err(|e| WriteError::Fatal(format!("cannot start the SQLite thread: {e}")))?;
@@ -86,6 +97,19 @@ impl SqliteBackend {
     #[cfg(test)]
     async fn execute(&self, sql: &str) -> Result<(), WriteError> {
         self.ask(|tx| Job::Execute(sql.to_string(), tx)).await
+    }
+}
+
+impl Drop for SqliteBackend {
+    /// Checkpoint and close the file (bounded by [`CLOSE_TIMEOUT`]): without it the process
+    /// exits with the connection open, and `-wal`/`-shm` stay beside the database.
+    fn drop(&mut self) {
+        let (done, closed) = mpsc::channel();
+        if self.jobs.send(Job::Close(done)).is_ok() && closed.recv_timeout(CLOSE_TIMEOUT).is_err() {
+            tracing::warn!(
+                "telemetry: the SQLite file was not closed in time; its -wal file may remain"
+            );
+        }
     }
 }
 
@@ -137,10 +161,28 @@ impl Conn {
             } => {
                 let _ = done.send(self.with_db(|db, _| insert(db, &columns, &rows)));
             }
+            Job::Close(done) => {
+                self.close();
+                let _ = done.send(());
+            }
             #[cfg(test)]
             Job::Execute(sql, done) => {
                 let _ = done.send(self.with_db(|db, _| db.execute_batch(&sql).map_err(classify)));
             }
+        }
+    }
+
+    /// Move every row in the WAL into the database file and truncate it, then close the
+    /// connection; SQLite deletes `-wal` and `-shm` when the last connection closes.
+    fn close(&mut self) {
+        let Some(db) = self.db.take() else {
+            return;
+        };
+        if let Err(e) = db.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(())) {
+            tracing::warn!(path = %self.path.display(), error = %e, "telemetry: SQLite checkpoint failed");
+        }
+        if let Err((_, e)) = db.close() {
+            tracing::warn!(path = %self.path.display(), error = %e, "telemetry: cannot close the SQLite file");
         }
     }
 
@@ -334,6 +376,29 @@ mod tests {
             tenants,
             vec![("a1".into(), "".into()), ("a2".into(), "acme".into())]
         );
+    }
+
+    /// Dropping the backend leaves the database file alone: the WAL is checkpointed into it
+    /// and removed with the shared-memory file, and a new connection reads every row.
+    #[tokio::test]
+    async fn drop_checkpoints_and_removes_the_wal() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.db");
+        let b = SqliteBackend::new(&path, SchemaMode::Auto).unwrap();
+        let p = b.prepare().await.unwrap();
+        let rows: Vec<CallRow> = (0..50)
+            .map(|i| CallRow::new(RowKind::Attempt, format!("a{i}"), "l1", "LLM", 7))
+            .collect();
+        b.insert(&p.columns, all(&rows)).await.unwrap();
+        assert!(dir.path().join("t.db-wal").exists());
+        drop(b);
+        assert!(!dir.path().join("t.db-wal").exists());
+        assert!(!dir.path().join("t.db-shm").exists());
+        let n: i64 = Connection::open(&path)
+            .unwrap()
+            .query_row("SELECT count(*) FROM llm_calls", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(n, 50);
     }
 
     /// A batch with a refused row writes nothing (one transaction), and says why; a vanished

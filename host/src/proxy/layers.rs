@@ -1,0 +1,299 @@
+//! What wraps every route of the proxy: the `x-request-id` of every response, CORS
+//! (`PGW_CORS_ORIGINS`), the request-body deadline (`PGW_BODY_READ_TIMEOUT_S`, 408), and the
+//! OpenAI-shaped JSON answers for a path the gateway does not serve (404) and a method a
+//! path does not accept (405).
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use axum::body::{Body, HttpBody};
+use axum::extract::{Request, State};
+use axum::http::{HeaderName, HeaderValue, Method, Uri, header};
+use axum::middleware::Next;
+use axum::response::Response;
+use bytes::Bytes;
+use hyper::body::{Frame, SizeHint};
+use tokio_util::sync::CancellationToken;
+use tower_http::cors::{AllowHeaders, AllowMethods, AllowOrigin, CorsLayer, ExposeHeaders};
+
+use super::errors::plain_error;
+use crate::config::CorsOrigins;
+
+/// The response header that identifies a response: the call id for a call
+/// (`x-pgw-call-id`), a fresh UUID otherwise.
+pub(crate) const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
+/// The header a call's answer carries its id in.
+const CALL_ID: &str = "x-pgw-call-id";
+/// Most characters of a request path quoted back in an error message.
+const MAX_QUOTED_PATH: usize = 256;
+/// How long a browser may cache a preflight answer.
+const PREFLIGHT_MAX_AGE: Duration = Duration::from_secs(600);
+
+/// Every response carries `x-request-id`: a call's id when the handler set
+/// `x-pgw-call-id`, else a fresh UUID (v7, so ids sort by time like call ids).
+pub(crate) async fn request_id(mut resp: Response) -> Response {
+    if resp.headers().contains_key(REQUEST_ID) {
+        return resp;
+    }
+    let id = match resp.headers().get(CALL_ID) {
+        Some(v) => v.clone(),
+        None => match HeaderValue::try_from(uuid::Uuid::now_v7().to_string()) {
+            Ok(v) => v,
+            Err(_) => return resp,
+        },
+    };
+    resp.headers_mut().insert(REQUEST_ID, id);
+    resp
+}
+
+/// The CORS layer of `PGW_CORS_ORIGINS`; none when no origin is allowed (then no CORS
+/// header is ever sent and `OPTIONS` gets the 405 of [`method_not_allowed`]). Preflights
+/// from an allowed origin are answered for every path; the browser may send any request
+/// header (the OpenAI SDKs send their own `x-stainless-*` ones) and read the gateway's
+/// `x-pgw-*`, `x-request-id` and `Retry-After` headers.
+pub(crate) fn cors(origins: &CorsOrigins) -> Option<CorsLayer> {
+    let allow = match origins {
+        CorsOrigins::None => return None,
+        CorsOrigins::Any => AllowOrigin::any(),
+        CorsOrigins::List(list) => {
+            AllowOrigin::list(list.iter().filter_map(|o| HeaderValue::try_from(o).ok()))
+        }
+    };
+    let expose = [
+        "x-request-id",
+        "x-pgw-call-id",
+        "x-pgw-source",
+        "x-pgw-attempts",
+        "x-pgw-cache-hit",
+        "x-pgw-usage-source",
+        "x-pgw-overhead-us",
+        "retry-after",
+    ]
+    .map(HeaderName::from_static);
+    Some(
+        CorsLayer::new()
+            .allow_origin(allow)
+            .allow_methods(AllowMethods::list([
+                Method::GET,
+                Method::POST,
+                Method::OPTIONS,
+            ]))
+            .allow_headers(AllowHeaders::mirror_request())
+            .expose_headers(ExposeHeaders::list(expose))
+            .max_age(PREFLIGHT_MAX_AGE),
+    )
+}
+
+/// What the body-read deadline needs.
+#[derive(Clone)]
+pub(crate) struct BodyRead {
+    /// `PGW_BODY_READ_TIMEOUT_S`.
+    pub timeout: Duration,
+    /// Cancelled when the server starts shutting down: a body still arriving then is not
+    /// waited for.
+    pub draining: CancellationToken,
+}
+
+/// The body was read in time (or not at all).
+const NOT_CUT: u8 = 0;
+/// `PGW_BODY_READ_TIMEOUT_S` passed while the body was still arriving.
+const CUT_TIMEOUT: u8 = 1;
+/// The server started shutting down while the body was still arriving.
+const CUT_DRAINING: u8 = 2;
+
+/// The request body must arrive within `PGW_BODY_READ_TIMEOUT_S` of the end of its head:
+/// the handler reads it through [`DeadlineBody`], whose read fails at the deadline (or when
+/// shutdown starts), and its answer is then replaced by 408 naming the key (or 503), with
+/// the connection closed. The handler still reads the body itself, after its auth check and
+/// under its own size limit, so nothing is buffered here.
+pub(crate) async fn read_body(
+    State(limits): State<BodyRead>,
+    req: Request,
+    next: Next,
+) -> Response {
+    let (parts, body) = req.into_parts();
+    if body.is_end_stream() {
+        return next.run(Request::from_parts(parts, body)).await;
+    }
+    let cut = Arc::new(AtomicU8::new(NOT_CUT));
+    let BodyRead { timeout, draining } = limits;
+    let deadline = Box::pin(async move {
+        tokio::select! {
+            () = tokio::time::sleep(timeout) => CUT_TIMEOUT,
+            () = draining.cancelled_owned() => CUT_DRAINING,
+        }
+    });
+    let body = Body::new(DeadlineBody {
+        inner: body,
+        deadline,
+        cut: cut.clone(),
+    });
+    let resp = next.run(Request::from_parts(parts, body)).await;
+    match cut.load(Ordering::Acquire) {
+        CUT_TIMEOUT => closing(plain_error(
+            408,
+            "request_timeout",
+            &format!(
+                "the request body did not arrive within PGW_BODY_READ_TIMEOUT_S ({} s)",
+                timeout.as_secs_f64()
+            ),
+        )),
+        CUT_DRAINING => closing(plain_error(
+            503,
+            "service_unavailable",
+            "the gateway is shutting down; send the request again",
+        )),
+        _ => resp,
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// A request body whose reads fail once its deadline resolves (with why, in `cut`).
+    struct DeadlineBody {
+        #[pin]
+        inner: Body,
+        deadline: Pin<Box<dyn Future<Output = u8> + Send>>,
+        cut: Arc<AtomicU8>,
+    }
+}
+
+impl HttpBody for DeadlineBody {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
+        let this = self.project();
+        // The deadline first: a client that always has a byte ready is cut all the same.
+        if this.cut.load(Ordering::Acquire) != NOT_CUT {
+            return Poll::Ready(Some(Err(axum::Error::new("the request body was cut"))));
+        }
+        if let Poll::Ready(why) = this.deadline.as_mut().poll(cx) {
+            this.cut.store(why, Ordering::Release);
+            return Poll::Ready(Some(Err(axum::Error::new(
+                "the request body did not arrive in time",
+            ))));
+        }
+        this.inner.poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+/// `resp` with `Connection: close`: the rest of the request is not read, so the connection
+/// cannot carry another one.
+fn closing(mut resp: Response) -> Response {
+    resp.headers_mut()
+        .insert(header::CONNECTION, HeaderValue::from_static("close"));
+    resp
+}
+
+/// A request path as quoted in an error message (at most [`MAX_QUOTED_PATH`] characters).
+fn quoted_path(uri: &Uri) -> String {
+    let path = uri.path();
+    match path.char_indices().nth(MAX_QUOTED_PATH) {
+        Some((i, _)) => format!("{}…", &path[..i]),
+        None => path.to_string(),
+    }
+}
+
+/// 404 for a path no route serves, naming it.
+pub(crate) async fn not_found(uri: Uri) -> Response {
+    plain_error(
+        404,
+        "invalid_request_error",
+        &format!(
+            "{} is not supported by this gateway (it serves POST /v1/chat/completions, POST /v1/embeddings, POST /v1/ocr/text, POST /v1/ocr/layout, GET /v1/models, GET /v1/models/{{model}}, GET /healthz, GET /metrics, POST /admin/reload)",
+            quoted_path(&uri)
+        ),
+    )
+}
+
+/// 405 for a method a served path does not accept (the `Allow` header lists those it
+/// does); for `OPTIONS`, also that CORS is off.
+pub(crate) async fn method_not_allowed(method: Method, uri: Uri) -> Response {
+    let hint = if method == Method::OPTIONS {
+        " (CORS preflight is off: PGW_CORS_ORIGINS allows no origin)"
+    } else {
+        ""
+    };
+    plain_error(
+        405,
+        "invalid_request_error",
+        &format!(
+            "method {method} is not allowed on {}; see the Allow header{hint}",
+            quoted_path(&uri)
+        ),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn long_paths_are_cut_in_messages() {
+        let long: Uri = format!("/{}", "a".repeat(10_000)).parse().unwrap();
+        let q = quoted_path(&long);
+        assert_eq!(q.chars().count(), MAX_QUOTED_PATH + 1);
+        assert!(q.ends_with('…'));
+        let short: Uri = "/v1/responses?x=1".parse().unwrap();
+        assert_eq!(quoted_path(&short), "/v1/responses");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_body_read_fails_at_its_deadline_and_says_why() {
+        use http_body_util::BodyExt;
+        let (tx, rx) = tokio::sync::mpsc::channel::<Result<Bytes, std::io::Error>>(4);
+        tx.send(Ok(Bytes::from_static(b"{\"mo"))).await.unwrap();
+        let cut = Arc::new(AtomicU8::new(NOT_CUT));
+        let mut body = DeadlineBody {
+            inner: Body::from_stream(tokio_stream_of(rx)),
+            deadline: Box::pin(async {
+                tokio::time::sleep(Duration::from_secs(60)).await;
+                CUT_TIMEOUT
+            }),
+            cut: cut.clone(),
+        };
+        let start = tokio::time::Instant::now();
+        let first = body.frame().await.unwrap().unwrap();
+        assert_eq!(first.into_data().unwrap(), Bytes::from_static(b"{\"mo"));
+        assert!(body.frame().await.unwrap().is_err());
+        assert!(start.elapsed() >= Duration::from_secs(60));
+        assert_eq!(cut.load(Ordering::Acquire), CUT_TIMEOUT);
+        // Later reads keep failing; the sender is still open.
+        assert!(body.frame().await.unwrap().is_err());
+        drop(tx);
+    }
+
+    fn tokio_stream_of(
+        mut rx: tokio::sync::mpsc::Receiver<Result<Bytes, std::io::Error>>,
+    ) -> impl futures_util::Stream<Item = Result<Bytes, std::io::Error>> {
+        futures_util::stream::poll_fn(move |cx| rx.poll_recv(cx))
+    }
+
+    #[tokio::test]
+    async fn the_call_id_is_the_request_id_else_a_fresh_one() {
+        let mut resp = Response::new(Body::empty());
+        resp.headers_mut()
+            .insert(CALL_ID, HeaderValue::from_static("0190-call"));
+        let resp = request_id(resp).await;
+        assert_eq!(resp.headers()[REQUEST_ID], "0190-call");
+        let a = request_id(Response::new(Body::empty())).await;
+        let b = request_id(Response::new(Body::empty())).await;
+        assert_eq!(a.headers()[REQUEST_ID].len(), 36);
+        assert_ne!(a.headers()[REQUEST_ID], b.headers()[REQUEST_ID]);
+    }
+}
