@@ -19,6 +19,7 @@ pub use cache::{
 };
 pub use env::{ConfigError, ConfigProblem, load_dotenv, settings_from_env, settings_from_vars};
 pub use limits::{DEFAULT_SSE_MAX_EVENT_BYTES, DEFAULT_UPSTREAM_MAX_BODY_BYTES, UpstreamLimits};
+pub use listener::{CorsOrigins, ListenerSettings};
 pub use settings::{
     DEFAULT_BASE_DELAY, DEFAULT_COOLDOWN, DEFAULT_FAIL_RATE, DEFAULT_FAIL_THRESHOLD,
     DEFAULT_INTER_TOKEN_TIMEOUT, DEFAULT_LISTEN, DEFAULT_LOG_FILTER, DEFAULT_MAX_ATTEMPTS,
@@ -27,7 +28,6 @@ pub use settings::{
     DEFAULT_STALL_WINDOW, DEFAULT_TIMEOUT, DEFAULT_TTFT_TIMEOUT, DEFAULT_WEIGHT,
     PROTECTED_BODY_KEYS,
 };
-pub use listener::{CorsOrigins, ListenerSettings};
 pub use settings::{
     FirstParty, GovernanceSettings, MissingDone, PluginRef, ProcessSettings, RetrySettings,
     SchemaMode, ScopeSettings, Settings, SourceSettings, TelemetryBackend, TelemetrySettings,
