@@ -76,6 +76,7 @@ const PROCESS_KEYS: &[&str] = &[
     "PGW_PLUGIN_CACHE_DIR",
     "PGW_PLUGIN_TIMEOUT_MS",
     "PGW_PLUGIN_MEMORY_MB",
+    "PGW_PLUGIN_MAX_BYTES",
 ];
 
 const SOURCE_FIELDS: &[&str] = &[
@@ -530,6 +531,19 @@ fn parse_process(
         },
         None => 64 * 1024 * 1024,
     };
+    let plugin_max_bytes = match get("PGW_PLUGIN_MAX_BYTES") {
+        Some(v) => match v.parse::<u64>() {
+            Ok(n) if n > 0 => n,
+            _ => {
+                problems.add(
+                    "PGW_PLUGIN_MAX_BYTES",
+                    format!("expected a positive integer (bytes), got `{v}`"),
+                );
+                0
+            }
+        },
+        None => crate::plugin::DEFAULT_PLUGIN_MAX_BYTES,
+    };
     let cache = super::cache::parse_process(&|k| get(k).map(str::to_string), &mut |k, m| {
         problems.add(k, m)
     });
@@ -562,6 +576,7 @@ fn parse_process(
         plugin_cache_dir: get("PGW_PLUGIN_CACHE_DIR").map(PathBuf::from),
         plugin_timeout,
         plugin_memory_bytes,
+        plugin_max_bytes,
         cache,
         other,
     })

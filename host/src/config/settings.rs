@@ -51,6 +51,9 @@ pub struct ProcessSettings {
     pub plugin_timeout: Duration,
     /// `PGW_PLUGIN_MEMORY_MB`: memory cap of one plugin instance, default 64 MiB.
     pub plugin_memory_bytes: usize,
+    /// `PGW_PLUGIN_MAX_BYTES`: largest component file loaded from disk, default
+    /// [`crate::plugin::DEFAULT_PLUGIN_MAX_BYTES`] (64 MiB).
+    pub plugin_max_bytes: u64,
     /// `PGW_CACHE_BACKEND` and the bounds of the response cache.
     pub cache: CacheSettings,
     /// Keys that are recognised but belong to features configured elsewhere (cache, Redis
