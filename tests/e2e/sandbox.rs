@@ -4,11 +4,12 @@
 //! plugin_fault` (telemetry `error_type = plugin_fault`), never count against the source's
 //! breaker, release every limiter permit, and the next call on the same component succeeds;
 //! under 200 concurrent requests a provider that traps on every 10th call of an instance
-//! costs exactly the trapped calls, and the process's memory does not grow.
+//! costs exactly the trapped calls, and the process's memory does not grow; a plugin path at
+//! a device or a file over `PGW_PLUGIN_MAX_BYTES` is refused at start-up.
 
 use std::collections::BTreeMap;
 
-use polygateway_tests::{eventually, mock, telemetry_rows};
+use polygateway_tests::{GatewayProcess, eventually, mock, telemetry_rows};
 use serde_json::{Value, json};
 
 use crate::plugin_fixtures::hostile_provider;
@@ -222,4 +223,121 @@ async fn a_provider_trapping_every_tenth_call_costs_exactly_those_calls() {
     assert_eq!(s["limiter"]["in_flight"], 0, "{s}");
     assert_eq!(s["in_flight"], 0, "{s}");
     gw.stop().await;
+}
+
+/// Start `polygateway serve` expecting it to refuse; returns its stderr and how long it ran.
+async fn refused(env: &[(String, String)]) -> (String, std::time::Duration) {
+    let started = std::time::Instant::now();
+    let err = match GatewayProcess::try_start(env!("CARGO_BIN_EXE_polygateway"), env).await {
+        Ok(_) => panic!("polygateway serve started with {env:?}"),
+        Err(stderr) => stderr,
+    };
+    (err, started.elapsed())
+}
+
+/// A plugin path at a device (`/dev/zero`, endless) is refused at start-up at once — for a
+/// provider and for a selector — naming the key and the file, never read.
+#[tokio::test]
+async fn a_plugin_path_at_a_device_is_refused_at_start_up() {
+    // A `.wasm` name (what the configuration asks for) that is a link to the device.
+    let dir = tempfile::tempdir().unwrap();
+    let zero = dir.path().join("zero.wasm");
+    std::os::unix::fs::symlink("/dev/zero", &zero).unwrap();
+    let zero = zero.to_str().unwrap();
+    let mut env = scope_env(zero, "http://127.0.0.1:9/v1", "DEV", "fine");
+    env.push(kv("PGW_TELEMETRY_BACKEND", "none"));
+    let (err, took) = refused(&env).await;
+    assert!(took < std::time::Duration::from_secs(1), "took {took:?}");
+    assert!(
+        err.contains("DEV__HOSTILE__1__PLUGIN")
+            && err.contains(&format!("cannot read {zero}: not a regular file")),
+        "{err}"
+    );
+
+    let wasm = hostile_provider().await;
+    let mut env = scope_env(
+        wasm.to_str().unwrap(),
+        "http://127.0.0.1:9/v1",
+        "SEL",
+        "fine",
+    );
+    env.push(kv("SEL__SELECTOR", zero));
+    env.push(kv("PGW_TELEMETRY_BACKEND", "none"));
+    let (err, took) = refused(&env).await;
+    assert!(took < std::time::Duration::from_secs(5), "took {took:?}");
+    assert!(
+        err.contains("SEL__SELECTOR")
+            && err.contains(&format!("cannot read {zero}: not a regular file")),
+        "{err}"
+    );
+}
+
+/// A component file larger than `PGW_PLUGIN_MAX_BYTES` (64 MiB by default) is refused at
+/// start-up from its size, naming the key, the file and the limit; the key itself is
+/// validated.
+#[tokio::test]
+async fn a_plugin_file_over_the_size_cap_is_refused_at_start_up() {
+    let dir = tempfile::tempdir().unwrap();
+    let huge = dir.path().join("huge.wasm");
+    // Sparse: 100 MiB long, no data on disk.
+    std::fs::File::create(&huge)
+        .unwrap()
+        .set_len(100 * 1024 * 1024)
+        .unwrap();
+    let huge = huge.to_str().unwrap();
+    let mut env = scope_env(huge, "http://127.0.0.1:9/v1", "BIG", "fine");
+    env.push(kv("PGW_TELEMETRY_BACKEND", "none"));
+    let (err, took) = refused(&env).await;
+    assert!(took < std::time::Duration::from_secs(1), "took {took:?}");
+    assert!(
+        err.contains("BIG__HOSTILE__1__PLUGIN")
+            && err.contains(&format!(
+                "cannot read {huge}: 104857600 bytes is over PGW_PLUGIN_MAX_BYTES (67108864)"
+            )),
+        "{err}"
+    );
+
+    // A lower cap refuses a real component.
+    let wasm = hostile_provider().await;
+    let size = std::fs::metadata(&wasm).unwrap().len();
+    let mut env = scope_env(
+        wasm.to_str().unwrap(),
+        "http://127.0.0.1:9/v1",
+        "CAP",
+        "fine",
+    );
+    env.push(kv("PGW_TELEMETRY_BACKEND", "none"));
+    env.push(kv("PGW_PLUGIN_MAX_BYTES", size - 1));
+    let (err, _) = refused(&env).await;
+    assert!(
+        err.contains(&format!(
+            "{size} bytes is over PGW_PLUGIN_MAX_BYTES ({})",
+            size - 1
+        )),
+        "{err}"
+    );
+    // At the cap it loads.
+    let mut env = scope_env(
+        wasm.to_str().unwrap(),
+        "http://127.0.0.1:9/v1",
+        "CAP",
+        "fine",
+    );
+    env.push(kv("PGW_TELEMETRY_BACKEND", "none"));
+    env.push(kv("PGW_PLUGIN_MAX_BYTES", size));
+    Serve::start(&env, &[]).await.stop().await;
+
+    let mut env = scope_env(
+        wasm.to_str().unwrap(),
+        "http://127.0.0.1:9/v1",
+        "CAP",
+        "fine",
+    );
+    env.push(kv("PGW_PLUGIN_MAX_BYTES", "64MiB"));
+    let (err, _) = refused(&env).await;
+    assert!(
+        err.contains("PGW_PLUGIN_MAX_BYTES")
+            && err.contains("expected a positive integer (bytes), got `64MiB`"),
+        "{err}"
+    );
 }

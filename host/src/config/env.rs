@@ -78,6 +78,7 @@ const PROCESS_KEYS: &[&str] = &[
     "PGW_PLUGIN_MEMORY_MB",
     "PGW_UPSTREAM_MAX_BODY_BYTES",
     "PGW_SSE_MAX_EVENT_BYTES",
+    "PGW_PLUGIN_MAX_BYTES",
 ];
 
 const SOURCE_FIELDS: &[&str] = &[
@@ -535,6 +536,19 @@ fn parse_process(
         None => DEFAULT_PLUGIN_MEMORY_BYTES,
     };
     let listener = super::listener::parse(&|k| get(k).map(str::to_string), problems);
+    let plugin_max_bytes = match get("PGW_PLUGIN_MAX_BYTES") {
+        Some(v) => match v.parse::<u64>() {
+            Ok(n) if n > 0 => n,
+            _ => {
+                problems.add(
+                    "PGW_PLUGIN_MAX_BYTES",
+                    format!("expected a positive integer (bytes), got `{v}`"),
+                );
+                0
+            }
+        },
+        None => crate::plugin::DEFAULT_PLUGIN_MAX_BYTES,
+    };
     let cache = super::cache::parse_process(&|k| get(k).map(str::to_string), &mut |k, m| {
         problems.add(k, m)
     });
@@ -568,6 +582,7 @@ fn parse_process(
         plugin_timeout,
         plugin_memory_bytes,
         upstream_limits,
+        plugin_max_bytes,
         cache,
         listener,
         other,

@@ -109,6 +109,9 @@ pub struct ProcessSettings {
     pub plugin_memory_bytes: usize,
     /// `PGW_UPSTREAM_MAX_BODY_BYTES` and `PGW_SSE_MAX_EVENT_BYTES`.
     pub upstream_limits: super::limits::UpstreamLimits,
+    /// `PGW_PLUGIN_MAX_BYTES`: largest component file loaded from disk, default
+    /// [`crate::plugin::DEFAULT_PLUGIN_MAX_BYTES`] (64 MiB).
+    pub plugin_max_bytes: u64,
     /// `PGW_CACHE_BACKEND` and the bounds of the response cache.
     pub cache: CacheSettings,
     /// The proxy listener's timeouts, connection cap, shutdown grace and CORS origins.

@@ -378,6 +378,7 @@ impl Gateway {
         let limits = PluginLimits {
             call_timeout: settings.process.plugin_timeout,
             memory_bytes: settings.process.plugin_memory_bytes,
+            max_component_bytes: settings.process.plugin_max_bytes,
         };
         let engine = match previous {
             Some(p)
@@ -395,7 +396,7 @@ impl Gateway {
             let mut sources = Vec::new();
             for s in &scope.sources {
                 if let (Some(pin), PluginRef::File(path)) = (&s.plugin_sha256, &s.plugin) {
-                    check_pin(scope, s, path, pin)?;
+                    check_pin(&engine, scope, s, path, pin)?;
                 }
                 let component = match loaded.iter().find(|(r, _)| *r == s.plugin) {
                     Some((_, c)) => c.clone(),
@@ -745,10 +746,7 @@ fn load_provider(
         )
         .map_err(keyed(key)),
         PluginRef::File(path) => {
-            let bytes = std::fs::read(path).map_err(|e| StartError::Source {
-                key: key.clone(),
-                message: format!("cannot read {}: {e}", path.display()),
-            })?;
+            let bytes = engine.read_component(path).map_err(keyed(key.clone()))?;
             ProviderComponent::load(engine, &path.display().to_string(), &bytes).map_err(keyed(key))
         }
     }
@@ -770,10 +768,9 @@ fn load_selector(
         Some(bytes) => SelectorComponent::load(engine, &format!("builtin:{want}"), bytes)
             .map_err(keyed(key))?,
         None => {
-            let bytes = std::fs::read(want).map_err(|e| StartError::Source {
-                key: key.clone(),
-                message: format!("cannot read {want}: {e}"),
-            })?;
+            let bytes = engine
+                .read_component(std::path::Path::new(want))
+                .map_err(keyed(key.clone()))?;
             SelectorComponent::load(engine, want, &bytes).map_err(keyed(key))?
         }
     };
@@ -782,16 +779,16 @@ fn load_selector(
 }
 
 fn check_pin(
+    engine: &PluginEngine,
     scope: &ScopeSettings,
     s: &SourceSettings,
     path: &std::path::Path,
     pin: &str,
 ) -> Result<(), StartError> {
     use sha2::Digest;
-    let bytes = std::fs::read(path).map_err(|e| StartError::Source {
-        key: source_key(scope, s, "PLUGIN"),
-        message: format!("cannot read {}: {e}", path.display()),
-    })?;
+    let bytes = engine
+        .read_component(path)
+        .map_err(keyed(source_key(scope, s, "PLUGIN")))?;
     let actual = hex::encode(sha2::Sha256::digest(&bytes));
     if actual != pin {
         return Err(keyed(source_key(scope, s, "PLUGIN_SHA256"))(

@@ -85,6 +85,7 @@ fn check(args: &CheckArgs) -> ExitCode {
     let limits = PluginLimits {
         call_timeout: Duration::from_millis(args.timeout_ms.max(1)),
         memory_bytes: args.memory_mb.clamp(1, 4096) * 1024 * 1024,
+        ..PluginLimits::default()
     };
     let engine = match PluginEngine::new(limits, args.cache_dir.clone()) {
         Ok(e) => e,
@@ -133,6 +134,10 @@ fn component_bytes(file: &str) -> Result<Vec<u8>, String> {
                     "no first-party component `{name}` (providers: openai, deepseek, qwen; selectors: health-aware, round-robin, least-inflight; strategies: json-repair, native-schema, unwrap-parameters)"
                 )
             }),
-        None => std::fs::read(file).map_err(|e| format!("cannot read {file}: {e}")),
+        None => super::file::read_component(
+            std::path::Path::new(file),
+            super::DEFAULT_PLUGIN_MAX_BYTES,
+        )
+        .map_err(|e| e.to_string()),
     }
 }

@@ -26,13 +26,18 @@ use super::state::HostState;
 /// Epoch tick period: plugin deadlines are whole multiples of it.
 pub(crate) const EPOCH_TICK: Duration = Duration::from_millis(5);
 
-/// Sandbox limits applied to every plugin call.
+/// Default `PGW_PLUGIN_MAX_BYTES`: 100× a first-party component, yet a runaway file is refused.
+pub const DEFAULT_PLUGIN_MAX_BYTES: u64 = 64 * 1024 * 1024;
+
+/// Sandbox limits applied to every plugin call, and the size cap of a component file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PluginLimits {
     /// Wall-clock budget of one call into a plugin (`PGW_PLUGIN_TIMEOUT_MS`).
     pub call_timeout: Duration,
     /// Linear-memory cap of one instance in bytes (`PGW_PLUGIN_MEMORY_MB`).
     pub memory_bytes: usize,
+    /// Largest component file loaded from disk, in bytes (`PGW_PLUGIN_MAX_BYTES`).
+    pub max_component_bytes: u64,
 }
 
 impl Default for PluginLimits {
@@ -40,6 +45,7 @@ impl Default for PluginLimits {
         Self {
             call_timeout: Duration::from_secs(1),
             memory_bytes: 64 * 1024 * 1024,
+            max_component_bytes: DEFAULT_PLUGIN_MAX_BYTES,
         }
     }
 }
@@ -126,6 +132,18 @@ impl PluginEngine {
     /// The sandbox limits of every call.
     pub fn limits(&self) -> PluginLimits {
         self.limits
+    }
+
+    /// The bytes of a component file, refused unless it is a regular file within
+    /// `PGW_PLUGIN_MAX_BYTES` ([`PluginLimits::max_component_bytes`]); the size is checked
+    /// before reading and the read is capped.
+    ///
+    /// Errors: [`PluginError::File`] naming the file and what was wrong with it.
+    pub fn read_component(&self, path: &std::path::Path) -> Result<Vec<u8>, PluginError> {
+        Ok(super::file::read_component(
+            path,
+            self.limits.max_component_bytes,
+        )?)
     }
 
     /// The compiled-component cache directory, if any.

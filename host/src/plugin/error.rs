@@ -6,6 +6,10 @@ pub enum PluginError {
     /// The component file could not be read, compiled or linked.
     #[error("cannot load plugin {origin}: {message}")]
     Load { origin: String, message: String },
+    /// The component file was refused before loading: unreadable, not a regular file, or
+    /// over `PGW_PLUGIN_MAX_BYTES`.
+    #[error(transparent)]
+    File(#[from] super::file::ComponentFileError),
     /// The component was built for a contract version this host does not support.
     #[error(
         "plugin {origin} exports {interface}@{found}; this host supports {interface}@{supported}"

@@ -10,6 +10,7 @@ pub mod cli;
 pub mod conformance;
 mod engine;
 mod error;
+mod file;
 mod provider;
 mod sandbox_io;
 mod selector;
@@ -20,8 +21,9 @@ mod wire;
 pub use builtin::builtin_provider_bytes;
 pub use builtin::{BUILTIN_SELECTORS, builtin_selector_bytes};
 pub use builtin::{BUILTIN_STRATEGIES, builtin_strategy_bytes};
-pub use engine::{PluginEngine, PluginLimits};
+pub use engine::{DEFAULT_PLUGIN_MAX_BYTES, PluginEngine, PluginLimits};
 pub use error::PluginError;
+pub use file::ComponentFileError;
 pub use provider::{ProviderComponent, ProviderInstance, StreamParser};
 pub use selector::{Candidate, SelectSource, SelectorComponent, SelectorInfo};
 pub use strategy::{

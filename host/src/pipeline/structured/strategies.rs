@@ -57,10 +57,12 @@ impl Strategies {
             if BUILTIN_STRATEGIES.contains(&want.as_str()) || files.iter().any(|(p, _)| p == want) {
                 continue;
             }
-            let bytes = std::fs::read(want).map_err(|e| StartError::Source {
-                key: format!("{}__STRUCTURED__STRATEGY", scope.name),
-                message: format!("cannot read {want}: {e}"),
-            })?;
+            let bytes = engine
+                .read_component(std::path::Path::new(want))
+                .map_err(|e| StartError::Source {
+                    key: format!("{}__STRUCTURED__STRATEGY", scope.name),
+                    message: e.to_string(),
+                })?;
             files.push((want.clone(), StrategyComponent::load(engine, want, &bytes)?));
         }
         Ok(Self {
