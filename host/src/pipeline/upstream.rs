@@ -107,8 +107,10 @@ pub(crate) fn scrub(source: &SourceRuntime, mut failure: AttemptFailure) -> Atte
         | AttemptFailure::Plugin(PluginError::Load { message, .. })
         | AttemptFailure::BuildInvalid(message)
         | AttemptFailure::Unsupported(message) => clean(message, &secrets),
+        // A component file's error names a path and sizes, never a credential.
         AttemptFailure::Plugin(PluginError::Version { .. })
         | AttemptFailure::Plugin(PluginError::Checksum { .. })
+        | AttemptFailure::Plugin(PluginError::File(_))
         | AttemptFailure::SinkClosed => {}
     }
     failure
