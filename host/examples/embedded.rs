@@ -4,8 +4,9 @@
 //! Runnable: `cargo run -p polygateway --example embedded`
 //!
 //! The same `Gateway` runs behind `polygateway serve`; here the program owns it. Settings
-//! come from explicit variables (the same keys as the environment, DESIGN §5), so nothing
-//! is read from `.env` or the process environment.
+//! come from explicit variables (the same keys as the environment, see
+//! docs/configuration.md#only-config-reads-the-environment), so nothing is read from `.env`
+//! or the process environment.
 
 use std::collections::HashMap;
 use std::io::Write;

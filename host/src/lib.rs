@@ -17,6 +17,8 @@ pub mod cache;
 pub mod cli;
 pub mod config;
 pub mod error;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod governance;
 pub mod mock;
 pub mod pipeline;

@@ -1,4 +1,4 @@
-//! The response cache (issue 4) through a real `polygateway serve` process and the embedded
+//! The response cache (docs/cache.md) through a real `polygateway serve` process and the embedded
 //! API, on the mock upstream over TCP and the machine's Redis: what changes the key and what
 //! does not, streamed replays shaped like live streams, single-flight of identical calls,
 //! bypass / no-store, what is never stored, one backend contract run against memory and

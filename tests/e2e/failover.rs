@@ -1,4 +1,4 @@
-//! Failover and failure classes through a real gateway process (reference §4.4, §6):
+//! Failover and failure classes through a real gateway process (docs/errors.md):
 //! 503 → next source; 401 → next source with no back-off; 400 → one attempt, upstream
 //! message kept; 429 + `Retry-After: 2` honoured; everything failing → 503 with reasons;
 //! telemetry rows of a failover.

@@ -26,6 +26,7 @@ mod plugin_serve;
 mod proxy_basics;
 mod rate_limits;
 mod reload;
+mod repo_rules;
 mod sandbox;
 mod scale_out;
 mod sdk;

@@ -1,10 +1,10 @@
-//! OCR under chat's governance (issue 11) through a real `polygateway serve` process and the
-//! embedded API, with the `monkeyocr` component on the mock's MonkeyOCR endpoints over TCP:
-//! the exact elements and page sizes of the fixture archive (relative and absolute download
-//! URLs), the numeric defence (bad boxes dropped and counted), text through a `curl`
-//! multipart upload and JSON base64, failover from a 503 source, a bad archive as 422
-//! `result_invalid` with the breaker closed, TPM settled to 0, telemetry rows with measured
-//! zero usage and the image's digest instead of its bytes, and the health probe.
+//! OCR under chat's governance (docs/ocr.md#governance) through a real `polygateway serve` process
+//! and the embedded API, with the `monkeyocr` component on the mock's MonkeyOCR endpoints over TCP:
+//! the exact elements and page sizes of the fixture archive (relative and absolute download URLs),
+//! the numeric defence (bad boxes dropped and counted), text through a `curl` multipart upload and
+//! JSON base64, failover from a 503 source, a bad archive as 422 `result_invalid` with the breaker
+//! closed, TPM settled to 0, telemetry rows with measured zero usage and the image's digest instead
+//! of its bytes, and the health probe.
 
 use std::time::Duration;
 

@@ -1,8 +1,8 @@
-//! Scale-out on Redis (issue 10): three real `polygateway serve` processes sharing limiter and
-//! breaker state through the real Redis. A shared RPM holds across processes in any window,
-//! the concurrency gate holds across processes, a source that died behind one process is
-//! skipped by the others, a SIGKILLed process's permits come back after the lease, and a
-//! Redis outage fails closed and recovers without a restart.
+//! Scale-out on Redis (docs/limiter.md#backends): three real `polygateway serve` processes sharing
+//! limiter and breaker state through the real Redis. A shared RPM holds across processes in any
+//! window, the concurrency gate holds across processes, a source that died behind one process is
+//! skipped by the others, a SIGKILLed process's permits come back after the lease, and a Redis
+//! outage fails closed and recovers without a restart.
 
 use std::net::SocketAddr;
 

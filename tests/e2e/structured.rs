@@ -1,4 +1,4 @@
-//! Structured output end to end (reference D7, D14, §7.9; issue 6): a real gateway, the mock
+//! Structured output end to end (docs/structured-output.md): a real gateway, the mock
 //! upstream scripting the model's raw answer text, the wasm strategy components.
 //!
 //! - repair without a re-ask: fenced JSON, trailing commas, a truncated object — one upstream

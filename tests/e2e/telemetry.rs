@@ -1,4 +1,4 @@
-//! Telemetry and cost through a real gateway process (issue 5, reference §7.8, D15): the
+//! Telemetry and cost through a real gateway process (docs/telemetry.md): the
 //! rows of a failover on SQLite and on the real Postgres (cost only on the answering row),
 //! a manual-mode table missing columns, Postgres going away and coming back behind a TCP
 //! forwarder the test controls, streamed and non-streamed answers priced alike, a

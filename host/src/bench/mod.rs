@@ -98,7 +98,8 @@ pub struct Report {
     pub derived: Derived,
 }
 
-/// Figures computed from the rows and the microbenchmark, checked against issue 8's targets.
+/// Figures computed from the rows and the microbenchmark, checked against the gateway's
+/// overhead targets (README, "Benchmark").
 #[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct Derived {
     /// Added p99 of the default gateway at concurrency 1, non-streamed, in µs (target ≤ 100).

@@ -1,4 +1,4 @@
-//! The cache key (reference §7.5): `{prefix}cache:` + lower-case hex SHA-256 of the canonical
+//! The cache key (docs/cache.md#key): `{prefix}cache:` + lower-case hex SHA-256 of the canonical
 //! JSON of the key material — the scope's model fingerprint, the messages digest, the
 //! namespace, the salt, the sampling parameters and the structured-output strategy. The
 //! messages digest is exported so telemetry stores messages the same way.

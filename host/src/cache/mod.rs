@@ -1,4 +1,4 @@
-//! The response cache (reference D4, §7.5; DESIGN §3, §8): the key, the storage backends
+//! The response cache (docs/cache.md): the key, the storage backends
 //! behind [`CacheBackend`] (in-process [`MemoryCache`], shared [`RedisCache`]), the guard
 //! that keeps a slow or dead backend from ever failing or stalling a call
 //! ([`ResponseCache`]), and the single-flight that coalesces identical calls in flight
@@ -25,7 +25,7 @@ pub use flight::{Flight, Publisher, SingleFlight};
 pub use key::{KeyInput, cache_key, digest_messages, digest_part, key_material, model_fingerprint};
 pub use memory::MemoryCache;
 pub use redis::RedisCache;
-pub use response_cache::{CacheStatus, EmbeddingKeyInput, ResponseCache, is_storable};
+pub use response_cache::{CacheStatus, CachedAnswer, CallKey, EmbeddingKeyInput, ResponseCache};
 
 /// Why a cache operation failed. The pipeline never shows these to a caller: it treats them
 /// as a miss (read) or a dropped write.

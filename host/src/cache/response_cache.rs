@@ -1,5 +1,7 @@
-//! `ResponseCache`: the pipeline's view of the cache. It computes a call's key from the
-//! scope's precomputed fingerprint, namespace and TTL, encodes answers as JSON, and guards
+//! `ResponseCache`: the pipeline's view of the cache. It computes a call's key from what the
+//! call contributes ([`CallKey`]) and the scope's precomputed fingerprint, namespace and TTL,
+//! encodes answers as JSON (any [`CachedAnswer`]: the cache knows no pipeline type, see
+//! docs/cache.md#independence), and guards
 //! the backend: every operation is bounded by a short timeout, a failure turns into a miss
 //! or a dropped write, and while the backend is failing it is skipped and probed at most once
 //! per second. The degradation is logged when it starts and when it ends, and counted for
@@ -11,11 +13,12 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use serde_json::Value;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Map, Value};
 
 use crate::config::{CacheBackendKind, ScopeSettings, Settings};
 use crate::governance::SharedClock;
-use crate::pipeline::{ChatRequest, ChatResponse};
 
 use super::{
     CacheBackend, CacheError, KeyInput, MemoryCache, RedisCache, cache_key, model_fingerprint,
@@ -61,6 +64,30 @@ pub enum EmbeddingKeyInput<'a> {
     Tokens(&'a [u32]),
 }
 
+/// What one call contributes to its cache key; the scope adds its model fingerprint and its
+/// default namespace.
+#[derive(Debug, Clone, Copy)]
+pub struct CallKey<'a> {
+    /// The request's messages (digested into the key).
+    pub messages: &'a [Value],
+    /// `x-pgw-cache-namespace`; `None` = the scope's namespace.
+    pub namespace: Option<&'a str>,
+    /// `x-pgw-cache-salt`; `Some("")` is a real salt, different from `None`.
+    pub salt: Option<&'a str>,
+    /// The sampling overlay (temperature, seed, tools, …).
+    pub sampling: &'a Map<String, Value>,
+    /// The structured-output strategy of the call, when one was asked for.
+    pub structured: Option<&'a str>,
+}
+
+/// An answer the cache can hold: encoded as JSON, and stored only when
+/// [`is_storable`](Self::is_storable) says so. The pipeline implements it for its answers, so
+/// the rule of what may be stored stays with the layer that decides it.
+pub trait CachedAnswer: Serialize + DeserializeOwned {
+    /// Whether this answer may be stored (complete and successful, never a replay).
+    fn is_storable(&self) -> bool;
+}
+
 /// The cache as the call pipeline uses it.
 pub struct ResponseCache {
     backend: Arc<dyn CacheBackend>,
@@ -100,22 +127,6 @@ pub struct CacheStatus {
     pub undecodable: u64,
     /// Bound of one operation, in milliseconds.
     pub op_timeout_ms: u64,
-}
-
-/// Whether an answer may be stored: complete and successful — never salvaged from a stream
-/// without `[DONE]`, never empty, never itself a replay. (Failures, answers that failed the
-/// structured-output ladder and calls cut by a deadline never reach this point.)
-pub fn is_storable(r: &ChatResponse) -> bool {
-    // An answer with no text is still an answer (a refusal, a `content_filter` stop, …):
-    // only one with no finish reason and nothing in it is not.
-    let empty = r.finish_reason.is_none()
-        && r.content.is_empty()
-        && r.tool_calls.is_empty()
-        && r.refusal.is_none()
-        && r.upstream_fields
-            .as_ref()
-            .is_none_or(|f| f.message.is_none());
-    !(r.salvaged || r.cache_hit || empty)
 }
 
 impl ResponseCache {
@@ -191,31 +202,31 @@ impl ResponseCache {
         })
     }
 
-    /// The key of `req` in `scope`, or `None` for a scope the cache does not know.
-    pub fn key(&self, scope: &str, req: &ChatRequest) -> Option<String> {
+    /// The key of the call `call` in `scope`, or `None` for a scope the cache does not know.
+    pub fn key(&self, scope: &str, call: &CallKey<'_>) -> Option<String> {
         let s = self.scopes.get(scope)?;
         Some(cache_key(
             &self.prefix,
             &KeyInput {
                 fingerprint: &s.fingerprint,
-                messages: &req.messages,
-                namespace: req.cache_namespace.as_deref().unwrap_or(&s.namespace),
-                salt: req.cache_salt.as_deref(),
-                sampling: &req.overlay,
-                structured: req.structured_strategy.as_deref(),
+                messages: call.messages,
+                namespace: call.namespace.unwrap_or(&s.namespace),
+                salt: call.salt,
+                sampling: call.sampling,
+                structured: call.structured,
             },
         ))
     }
 
     /// The stored answer under `key`, if any. Never fails: an error, a time-out, a skipped
     /// lookup or an unreadable value is a miss.
-    pub async fn lookup(&self, key: &str) -> Option<ChatResponse> {
+    pub async fn lookup<A: CachedAnswer>(&self, key: &str) -> Option<A> {
         let found = self.guarded("get", self.backend.get(key)).await.flatten();
         let Some(bytes) = found else {
             self.counters.misses.fetch_add(1, Ordering::Relaxed);
             return None;
         };
-        match serde_json::from_slice::<ChatResponse>(&bytes) {
+        match serde_json::from_slice::<A>(&bytes) {
             Ok(r) => {
                 self.counters.hits.fetch_add(1, Ordering::Relaxed);
                 Some(r)
@@ -229,13 +240,14 @@ impl ResponseCache {
         }
     }
 
-    /// Store `answer` under `key` for the scope's TTL if [`is_storable`]. Never fails: a
-    /// failed write is dropped and counted.
-    pub async fn store(&self, scope: &str, key: &str, answer: &ChatResponse) {
+    /// Store `answer` under `key` for the scope's TTL if it
+    /// [`is_storable`](CachedAnswer::is_storable). Never fails: a failed write is dropped and
+    /// counted.
+    pub async fn store<A: CachedAnswer>(&self, scope: &str, key: &str, answer: &A) {
         let Some(s) = self.scopes.get(scope) else {
             return;
         };
-        if !is_storable(answer) {
+        if !answer.is_storable() {
             return;
         }
         let bytes = match serde_json::to_vec(answer) {

@@ -16,8 +16,8 @@ pub enum StateBackend {
     Redis,
 }
 
-/// The governance state stores.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// The governance state stores. `Debug` shows the Redis URL without its userinfo.
+#[derive(Clone, PartialEq, Eq)]
 pub struct StateBackends {
     pub limiter: StateBackend,
     pub breaker: StateBackend,
@@ -27,6 +27,24 @@ pub struct StateBackends {
     pub redis_prefix: String,
     /// `PGW_RATE_WINDOW_S`: the RPM/TPM sliding window (default 60 s).
     pub rate_window: Option<Duration>,
+}
+
+impl std::fmt::Debug for StateBackends {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StateBackends")
+            .field("limiter", &self.limiter)
+            .field("breaker", &self.breaker)
+            .field(
+                "redis_url",
+                &self
+                    .redis_url
+                    .as_deref()
+                    .map(crate::transport::strip_userinfo),
+            )
+            .field("redis_prefix", &self.redis_prefix)
+            .field("rate_window", &self.rate_window)
+            .finish()
+    }
 }
 
 /// Parse the keys through `get` (trimmed, non-empty values), reporting problems by key.
@@ -48,7 +66,13 @@ pub(super) fn parse(
     if let Some(url) = &redis_url
         && redis::Client::open(url.as_str()).is_err()
     {
-        problems.add("PGW_REDIS_URL", format!("not a Redis URL: `{url}`"));
+        problems.add(
+            "PGW_REDIS_URL",
+            format!(
+                "not a Redis URL: `{}`",
+                crate::transport::strip_userinfo(url)
+            ),
+        );
     }
     let needs_redis = limiter == StateBackend::Redis || breaker == StateBackend::Redis;
     if needs_redis && redis_url.is_none() {

@@ -1,5 +1,5 @@
 //! Typed response-cache settings (`PGW_CACHE_BACKEND`, `{SCOPE}__CACHE__TTL_S|NAMESPACE`;
-//! DESIGN §5, reference §7.5) and their parsing; every problem names its key. The Redis
+//! docs/cache.md#ttl) and their parsing; every problem names its key. The Redis
 //! server and key prefix (`PGW_REDIS_URL`, `PGW_REDIS_PREFIX`) are those of the state
 //! backends (`config/backends.rs`).
 

@@ -1,4 +1,5 @@
-//! Parsing of `PGW_*` and `{SCOPE}__…` keys (DESIGN §5) into `Settings`. Every problem is
+//! Parsing of `PGW_*` and `{SCOPE}__…` keys (docs/configuration.md#validated-at-start-up)
+//! into `Settings`. Every problem is
 //! collected, so one start-up reports all of them, each naming its key.
 
 use std::collections::BTreeMap;
@@ -32,19 +33,6 @@ fn format_problems(problems: &[ConfigProblem]) -> String {
         .map(|p| format!("  {}: {}", p.key, p.message))
         .collect::<Vec<_>>()
         .join("\n")
-}
-
-/// Read `.env` from the working directory into the process environment (the process
-/// environment wins). A missing file is fine; a malformed one is an error naming it.
-pub fn load_dotenv() -> Result<(), ConfigError> {
-    match dotenvy::dotenv() {
-        Ok(_) => Ok(()),
-        Err(e) if e.not_found() => Ok(()),
-        Err(e) => Err(ConfigError::DotEnv {
-            path: ".env".into(),
-            message: e.to_string(),
-        }),
-    }
 }
 
 /// Settings from the process environment (call `load_dotenv` first to include `.env`).
@@ -655,7 +643,10 @@ fn parse_source(
     {
         problems.add(
             key,
-            format!("expected an http:// or https:// URL, got `{url}`"),
+            format!(
+                "expected an http:// or https:// URL, got `{}`",
+                crate::transport::strip_userinfo(url)
+            ),
         );
     }
     let model = req("MODEL", problems);
@@ -824,6 +815,57 @@ mod tests {
                 message: format!("expected problems, got {other:?}"),
             }],
         }
+    }
+
+    #[test]
+    fn no_error_or_debug_output_shows_a_password_or_a_key() {
+        // A bad scheme and a bad Redis URL, both with userinfo: the messages name the key
+        // and show the URL without it.
+        let p = problems(&[
+            (
+                "LLM__OPENAI__1__BASE_URL",
+                "ftp://admin:hunter2secret@up.example/v1",
+            ),
+            ("LLM__OPENAI__1__MODEL", "m"),
+            ("PGW_REDIS_URL", "rediss://:hunter3secret@ cache.example"),
+        ]);
+        let shown = format!("{p:?}");
+        assert!(!shown.contains("hunter2secret"), "{shown}");
+        assert!(!shown.contains("hunter3secret"), "{shown}");
+        assert!(
+            p.iter().any(|x| x.key == "LLM__OPENAI__1__BASE_URL"
+                && x.message == "expected an http:// or https:// URL, got `ftp://up.example/v1`"),
+            "{p:?}"
+        );
+        assert!(p.iter().any(|x| x.key == "PGW_REDIS_URL"), "{p:?}");
+
+        // `Debug` of valid settings: keys counted, passwords stripped.
+        let s = settings_from_vars(vars(&[
+            ("LLM__OPENAI__1__BASE_URL", "http://up.example/v1"),
+            ("LLM__OPENAI__1__MODEL", "m"),
+            ("LLM__OPENAI__1__API_KEY", "sk-source-secret-1"),
+            ("PGW_API_KEYS", "sk-client-secret-2,sk-client-secret-3"),
+            ("PGW_ADMIN_KEYS", "sk-admin-secret-4"),
+            ("PGW_TELEMETRY_BACKEND", "postgres"),
+            (
+                "PGW_TELEMETRY_PG_DSN",
+                "postgres://pgw:pg-secret-5@db.example/test",
+            ),
+            (
+                "PGW_REDIS_URL",
+                "redis://:redis-secret-6@cache.example:6379",
+            ),
+        ]))
+        .expect("valid settings");
+        let shown = format!("{s:?}");
+        for secret in [
+            "secret-1", "secret-2", "secret-3", "secret-4", "secret-5", "secret-6",
+        ] {
+            assert!(!shown.contains(secret), "{secret} in {shown}");
+        }
+        assert!(shown.contains(r#"api_keys: "<2 redacted>""#), "{shown}");
+        assert!(shown.contains("postgres://db.example/test"), "{shown}");
+        assert!(shown.contains("redis://cache.example:6379"), "{shown}");
     }
 
     #[test]

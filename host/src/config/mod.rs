@@ -4,6 +4,7 @@
 
 mod backends;
 mod cache;
+mod dotenv;
 mod env;
 mod limits;
 mod listener;
@@ -17,7 +18,8 @@ pub use cache::{
     CacheBackendKind, CacheSettings, DEFAULT_CACHE_MEMORY_MAX_BYTES,
     DEFAULT_CACHE_MEMORY_MAX_ENTRIES, DEFAULT_CACHE_OP_TIMEOUT, ScopeCacheSettings,
 };
-pub use env::{ConfigError, ConfigProblem, load_dotenv, settings_from_env, settings_from_vars};
+pub use dotenv::{SettingsSource, env_settings_source, load_dotenv, parse_dotenv};
+pub use env::{ConfigError, ConfigProblem, settings_from_env, settings_from_vars};
 pub use limits::{DEFAULT_SSE_MAX_EVENT_BYTES, DEFAULT_UPSTREAM_MAX_BODY_BYTES, UpstreamLimits};
 pub use listener::{CorsOrigins, ListenerSettings};
 pub use settings::{

@@ -82,8 +82,9 @@ impl Settings {
     }
 }
 
-/// Process-wide settings (`PGW_*` keys).
-#[derive(Debug, Clone)]
+/// Process-wide settings (`PGW_*` keys). `Debug` shows how many client and admin keys there
+/// are, never the keys.
+#[derive(Clone)]
 pub struct ProcessSettings {
     /// `PGW_LISTEN`, default `127.0.0.1:8080`.
     pub listen: SocketAddr,
@@ -121,6 +122,30 @@ pub struct ProcessSettings {
     pub other: BTreeMap<String, String>,
 }
 
+impl std::fmt::Debug for ProcessSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let keys = |n: usize| format!("<{n} redacted>");
+        f.debug_struct("ProcessSettings")
+            .field("listen", &self.listen)
+            .field("api_keys", &keys(self.api_keys.len()))
+            .field("admin_keys", &keys(self.admin_keys.len()))
+            .field("max_body_bytes", &self.max_body_bytes)
+            .field("log_filter", &self.log_filter)
+            .field("log_json", &self.log_json)
+            .field("telemetry", &self.telemetry)
+            .field("backends", &self.backends)
+            .field("plugin_cache_dir", &self.plugin_cache_dir)
+            .field("plugin_timeout", &self.plugin_timeout)
+            .field("plugin_memory_bytes", &self.plugin_memory_bytes)
+            .field("upstream_limits", &self.upstream_limits)
+            .field("plugin_max_bytes", &self.plugin_max_bytes)
+            .field("cache", &self.cache)
+            .field("listener", &self.listener)
+            .field("other", &self.other.keys().collect::<Vec<_>>())
+            .finish()
+    }
+}
+
 pub use super::telemetry::{SchemaMode, TelemetryBackend, TelemetrySettings};
 
 /// One scope: a logical role with its sources and policies.
@@ -146,7 +171,7 @@ pub struct ScopeSettings {
     pub other: BTreeMap<String, String>,
 }
 
-/// What to do when an admission gate says no (reference §7.3, §7.4 issue-14).
+/// What to do when an admission gate says no (docs/limiter.md#wait-policies).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum WaitPolicy {
     /// Wait (sleeping to the known deadline, clamped to the stall budget).
@@ -206,7 +231,7 @@ impl Default for GovernanceSettings {
     }
 }
 
-/// `{SCOPE}__RETRY__*` (reference §7.2).
+/// `{SCOPE}__RETRY__*` (docs/retry.md#back-off).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct RetrySettings {
     /// Most attempts for one logical call, across sources (default 3).
@@ -227,7 +252,8 @@ impl Default for RetrySettings {
     }
 }
 
-/// The per-source liveness watchdog (reference §7.6): 0 < inter-token < TTFT < total.
+/// The per-source liveness watchdog (docs/streaming.md#watchdog): 0 < inter-token < TTFT <
+/// total.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct TimeoutSettings {
     /// `TIMEOUT_S`: the whole attempt, default 120 s.
@@ -248,7 +274,7 @@ impl Default for TimeoutSettings {
     }
 }
 
-/// What to do when a stream ends without `[DONE]` (reference §7.1).
+/// What to do when a stream ends without `[DONE]` (docs/streaming.md#missing-done).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum MissingDone {
     /// Treat it as a broken stream (transient failure). The default.

@@ -1,5 +1,5 @@
-//! Typed structured-output settings (`{SCOPE}__STRUCTURED__STRATEGY|MAX_RETRIES`; DESIGN §5,
-//! reference D14, §7.9) and their parsing; every problem names its key.
+//! Typed structured-output settings (`{SCOPE}__STRUCTURED__STRATEGY|MAX_RETRIES`;
+//! docs/structured-output.md#re-ask) and their parsing; every problem names its key.
 
 /// The first-party strategy names (the components `plugin::builtin` embeds), default first.
 pub(super) const FIRST_PARTY_STRATEGIES: [&str; 3] =

@@ -1,5 +1,5 @@
-//! Typed telemetry and pricing settings (`PGW_TELEMETRY_*`, `PGW_PRICING_FILE`, DESIGN §5,
-//! reference §9, D15) and their parsing; every problem names its key.
+//! Typed telemetry and pricing settings (`PGW_TELEMETRY_*`, `PGW_PRICING_FILE`; see
+//! docs/telemetry.md) and their parsing; every problem names its key.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -15,8 +15,8 @@ pub const DEFAULT_PG_POOL_MAX: u32 = 4;
 /// outage; rows queue and are dropped and counted past the queue's bound.
 pub const DEFAULT_PG_WRITE_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// Where telemetry rows go.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Where telemetry rows go. `Debug` shows a Postgres DSN without its userinfo (password).
+#[derive(Clone, PartialEq, Eq)]
 pub enum TelemetryBackend {
     /// No telemetry.
     None,
@@ -27,7 +27,21 @@ pub enum TelemetryBackend {
     Postgres { dsn: String },
 }
 
-/// Whether the host may add missing columns to an existing table (D15).
+impl std::fmt::Debug for TelemetryBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::None => f.write_str("None"),
+            Self::Sqlite { path } => f.debug_struct("Sqlite").field("path", path).finish(),
+            Self::Postgres { dsn } => f
+                .debug_struct("Postgres")
+                .field("dsn", &crate::transport::strip_userinfo(dsn))
+                .finish(),
+        }
+    }
+}
+
+/// Whether the host may add missing columns to an existing table
+/// (docs/telemetry.md#schema-ownership).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SchemaMode {
     /// Create the table if missing and add missing columns (`ALTER TABLE … ADD COLUMN`).

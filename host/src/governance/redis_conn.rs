@@ -1,6 +1,7 @@
 //! The shared Redis connection of the governance backends: a lazily created, auto-reconnecting
 //! `ConnectionManager`, and every operation bounded by a short timeout so a slow or dead
-//! Redis turns into a typed error at once (admission then fails closed, DESIGN §1).
+//! Redis turns into a typed error at once (admission then fails closed,
+//! docs/errors.md#degradation).
 
 use std::time::Duration;
 

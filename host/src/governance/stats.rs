@@ -99,7 +99,8 @@ impl Drop for InFlightGuard<'_> {
     }
 }
 
-/// When the scope last produced an answer (reference §7.3 "全局活性信号").
+/// When the scope last produced an answer: the scope-wide progress signal of the stall
+/// budget's condition B (docs/limiter.md#stall-budget).
 #[derive(Debug)]
 pub struct ScopeProgress(AtomicU64);
 

@@ -1,5 +1,6 @@
-//! What happens after every attempt, chat or lean (reference §6.3, §7.3, §7.4): the permit
-//! settles (usage known, transport started, or failed per the S1–S8 matrix), the breaker
+//! What happens after every attempt, chat or lean (docs/errors.md#degradation): the permit
+//! settles (usage known, transport started, or failed per the S1–S8 table of
+//! docs/limiter.md#settlement), the breaker
 //! records the verdict under the admitting epoch, the probe lease is settled, and the
 //! source's stats and pacer learn the outcome; then the failure is sorted into stop, next
 //! source, or a classified upstream failure for the loop's retry decision. Shared, so the
@@ -20,7 +21,7 @@ use super::gateway::{ScopeRuntime, SourceRuntime};
 /// How an attempt ended, as far as governance cares.
 pub(crate) enum Settlement<'a> {
     /// An answer: `Some(tokens)` settles the TPM pre-charge to the measured usage (0 for
-    /// OCR, reference design-call-deadline §6.3 S6); `None` keeps the pre-charge.
+    /// OCR, S6 of docs/limiter.md#settlement); `None` keeps the pre-charge.
     Answered(Option<u64>),
     /// A classified upstream failure.
     Failed(&'a UpstreamFailure),
@@ -43,7 +44,7 @@ pub(crate) fn outcome_of(u: &UpstreamFailure) -> Outcome {
 
 /// Settle the permit, report to the breaker, and update stats and pacer for one attempt on
 /// source `idx` admitted at breaker generation `epoch`. `latency` is the attempt's duration.
-/// Breaker bookkeeping failures degrade to a warning (§7.3).
+/// Breaker bookkeeping failures degrade to a warning (docs/errors.md#degradation).
 pub(crate) async fn settle_attempt(
     scope: &ScopeRuntime,
     idx: usize,

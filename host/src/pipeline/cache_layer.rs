@@ -1,4 +1,4 @@
-//! The response-cache layer (reference §4.3, §4.4, §7.5): outside the structured-output
+//! The response-cache layer (docs/cache.md#position): outside the structured-output
 //! ladder and the retry loop, so a hit never touches the limiter, the breaker or the
 //! upstream. Inside the deadline, so cache I/O counts against it.
 //!
@@ -19,7 +19,7 @@ use serde_json::{Value, json};
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
-use crate::cache::{CacheError, Publisher, ResponseCache, SingleFlight, is_storable};
+use crate::cache::{CacheError, CachedAnswer, CallKey, Publisher, ResponseCache, SingleFlight};
 use crate::config::Settings;
 use crate::error::GatewayError;
 use crate::governance::SharedClock;
@@ -36,6 +36,37 @@ type Shared = Arc<Result<ChatResponse, GatewayError>>;
 
 /// Capacity of the relay channel between the shared call and its leader (event batches).
 const RELAY_CAPACITY: usize = 64;
+
+/// What `req` contributes to its cache key (docs/cache.md#key).
+fn call_key(req: &ChatRequest) -> CallKey<'_> {
+    CallKey {
+        messages: &req.messages,
+        namespace: req.cache_namespace.as_deref(),
+        salt: req.cache_salt.as_deref(),
+        sampling: &req.overlay,
+        structured: req.structured_strategy.as_deref(),
+    }
+}
+
+/// Whether an answer may be stored: complete and successful — never salvaged from a stream
+/// without `[DONE]`, never empty, never itself a replay. (Failures, answers that failed the
+/// structured-output ladder and calls cut by a deadline never reach this point.) See
+/// docs/cache.md#what-is-stored.
+impl CachedAnswer for ChatResponse {
+    fn is_storable(&self) -> bool {
+        // An answer with no text is still an answer (a refusal, a `content_filter` stop, …):
+        // only one with no finish reason and nothing in it is not.
+        let empty = self.finish_reason.is_none()
+            && self.content.is_empty()
+            && self.tool_calls.is_empty()
+            && self.refusal.is_none()
+            && self
+                .upstream_fields
+                .as_ref()
+                .is_none_or(|f| f.message.is_none());
+        !(self.salvaged || self.cache_hit || empty)
+    }
+}
 
 /// The response cache and the single-flight of identical calls in flight.
 pub(crate) struct CacheRuntime {
@@ -83,7 +114,7 @@ pub(crate) async fn serve(
     };
     let scope_name = &scope.settings.name;
     let (Some(key), Some(scope_idx)) = (
-        rt.cache.key(scope_name, req),
+        rt.cache.key(scope_name, &call_key(req)),
         inner.scopes.iter().position(|s| std::ptr::eq(s, scope)),
     ) else {
         return structured_layer::serve(inner, scope, req, st, sink).await;
@@ -108,7 +139,7 @@ async fn serve_cached(
     sink: &mut Sink,
 ) -> Result<ChatResponse, GatewayError> {
     let scope_name = &scope.settings.name;
-    if let Some(hit) = rt.cache.lookup(&key).await {
+    if let Some(hit) = rt.cache.lookup::<ChatResponse>(&key).await {
         return replay(hit, scope_name, Duration::ZERO, st, sink).await;
     }
 
@@ -249,7 +280,7 @@ impl SharedCall {
         };
         let _ = state_back.send(state);
         let to_store = match &result {
-            Ok(answer) if store && is_storable(answer) => Some(answer.clone()),
+            Ok(answer) if store && answer.is_storable() => Some(answer.clone()),
             _ => None,
         };
         publisher.publish(Arc::new(result));

@@ -1,7 +1,7 @@
-//! One logical call from the top (DESIGN §3): scope lookup, the telemetry layer (one
-//! terminal row, always — outside the deadline, so an expired call still leaves its row),
-//! the deadline (one hard boundary around everything inside), then the cache layer. A call
-//! the cache answered gets a cache-hit row instead of a terminal row.
+//! One logical call from the top (docs/pipeline.md#layer-order): scope lookup, the telemetry
+//! layer (one terminal row, always — outside the deadline, so an expired call still leaves its
+//! row), the deadline (one hard boundary around everything inside), then the cache layer. A
+//! call the cache answered gets a cache-hit row instead of a terminal row.
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -217,8 +217,8 @@ pub(crate) struct Inner {
 }
 
 /// Where [`Gateway::reload`] reads fresh settings from (e.g. `.env` and the environment:
-/// `proxy::env_settings_source`).
-pub type SettingsSource = Arc<dyn Fn() -> Result<Settings, ConfigError> + Send + Sync>;
+/// `config::env_settings_source`).
+pub use crate::config::SettingsSource;
 
 /// Why a reload was refused. The previous configuration keeps serving.
 #[derive(Debug, thiserror::Error)]
@@ -305,10 +305,10 @@ impl std::fmt::Debug for Gateway {
 }
 
 impl Gateway {
-    /// Read `.env` and the environment (DESIGN §5) and start. [`Gateway::reload`] re-reads
-    /// them.
+    /// Read `.env` and the environment (docs/configuration.md#environment) and start.
+    /// [`Gateway::reload`] re-reads them.
     pub async fn from_env() -> Result<Self, StartError> {
-        let source = crate::proxy::env_settings_source();
+        let source = crate::config::env_settings_source();
         crate::config::load_dotenv()?;
         let settings = crate::config::settings_from_env()?;
         let gateway = Self::from_settings(settings).await?;
@@ -807,8 +807,6 @@ fn check_pin(
 /// up once), by env key.
 fn restart_required(started: &Settings, new: &Settings) -> Vec<&'static str> {
     let (a, b) = (&started.process, &new.process);
-    let differs =
-        |x: &dyn std::fmt::Debug, y: &dyn std::fmt::Debug| format!("{x:?}") != format!("{y:?}");
     let mut keys = Vec::new();
     for (key, changed) in [
         ("PGW_LISTEN", a.listen != b.listen),
@@ -817,7 +815,7 @@ fn restart_required(started: &Settings, new: &Settings) -> Vec<&'static str> {
         ("PGW_MAX_BODY_BYTES", a.max_body_bytes != b.max_body_bytes),
         ("PGW_LOG", a.log_filter != b.log_filter),
         ("PGW_LOG_FORMAT", a.log_json != b.log_json),
-        ("PGW_TELEMETRY_*", differs(&a.telemetry, &b.telemetry)),
+        ("PGW_TELEMETRY_*", a.telemetry != b.telemetry),
         (
             "PGW_HEADER_READ_TIMEOUT_S, PGW_BODY_READ_TIMEOUT_S, PGW_IDLE_TIMEOUT_S, PGW_MAX_CONNECTIONS, PGW_SHUTDOWN_GRACE_S, PGW_CORS_ORIGINS",
             a.listener != b.listener,

@@ -1,5 +1,6 @@
-//! The call pipeline (DESIGN §3): telemetry → deadline → retry loop → attempt. Later layers
-//! (cache, structured output) slot in between without touching the loop. Embeddings and OCR
+//! The call pipeline (docs/pipeline.md#layer-order): telemetry → deadline → cache →
+//! structured output → retry loop → attempt; the cache and structured-output layers slot in
+//! between without touching the loop. Embeddings and OCR
 //! run the lean loop (`lean/`), which shares admission and bookkeeping with chat.
 
 mod admission;

@@ -1,6 +1,6 @@
 //! Per-call options shared by embeddings and OCR calls (chat keeps them on `ChatRequest`):
 //! tracing links, caller dimensions, the call deadline and the cache controls — the
-//! `x-pgw-*` request headers of the proxy (DESIGN §6).
+//! `x-pgw-*` request headers of the proxy (docs/requests.md#call-headers).
 
 use std::time::Duration;
 
@@ -18,7 +18,7 @@ pub struct CallOptions {
     /// `x-pgw-call-deadline-s`: one hard boundary around the whole call (all batches, all
     /// attempts, all back-off); overrides `{SCOPE}__CALL_DEADLINE_S`.
     pub call_deadline: Option<Duration>,
-    /// `x-pgw-tenant-id` (validated like chat's, reference §5.2).
+    /// `x-pgw-tenant-id` (validated like chat's, docs/requests.md#tenant-id).
     pub tenant_id: Option<String>,
     /// `x-pgw-meta`: a JSON object of caller dimensions.
     pub meta: Option<Map<String, Value>>,

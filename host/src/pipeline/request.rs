@@ -66,8 +66,8 @@ impl CacheMode {
     }
 }
 
-/// Tenant id rules (reference §5.2): 1–128 characters, no leading or trailing whitespace
-/// (" t1" and "t1" would be two tenants).
+/// Tenant id rules (docs/requests.md#tenant-id): 1–128 characters, no leading or trailing
+/// whitespace (" t1" and "t1" would be two tenants).
 pub fn validate_tenant_id(param: &str, v: &str) -> Result<(), GatewayError> {
     if v.is_empty() || v.chars().count() > 128 {
         return Err(GatewayError::invalid(
@@ -84,7 +84,7 @@ pub fn validate_tenant_id(param: &str, v: &str) -> Result<(), GatewayError> {
     Ok(())
 }
 
-/// Meta rules (reference §5.2): at most 16 keys matching `[a-z0-9_.]{1,64}`, none starting
+/// Meta rules (docs/requests.md#meta): at most 16 keys matching `[a-z0-9_.]{1,64}`, none starting
 /// with `pg_`; values are strings (≤ 256 characters), integers, finite numbers or booleans.
 pub fn validate_meta(param: &str, meta: &Map<String, Value>) -> Result<(), GatewayError> {
     if meta.len() > 16 {

@@ -82,7 +82,8 @@ pub(crate) async fn retry_loop(
             Err(e) => {
                 if let Some((source_name, message)) = interrupted {
                     // No source can continue: report the original failure, never the
-                    // fallback's refusal (issue 3, item 7).
+                    // fallback's refusal (which only says nobody could take over; the
+                    // client must learn what broke its stream).
                     return Err(GatewayError::StreamInterrupted {
                         source_name,
                         message,

@@ -1,4 +1,4 @@
-//! Telemetry row construction (reference §7.8): one row per attempt, and one terminal row
+//! Telemetry row construction (docs/telemetry.md#rows): one row per attempt, and one terminal row
 //! (or a cache-hit row) per logical call. NULL (`None`) where a value is unknown, never an
 //! invented number. Rows go to `Telemetry::record`, which adds the cost and the metrics.
 

@@ -1,4 +1,4 @@
-//! The structured-output layer (reference D7, D14, §7.9): between the cache and the retry
+//! The structured-output layer (docs/pipeline.md#layer-order): between the cache and the retry
 //! loop, so a re-ask is a real attempt through admission and telemetry, and the cache only
 //! ever sees an answer the ladder validated (a failed ladder is an error, never stored).
 //!

@@ -5,14 +5,17 @@
 //! or the environment; every call runs under an epoch deadline and a memory cap, and a trap
 //! fails only that call (`PluginError::Fault`) and discards only that instance.
 
+mod bindings;
 mod builtin;
 pub mod cli;
 pub mod conformance;
 mod engine;
 mod error;
 mod file;
+mod pool;
 mod provider;
 mod sandbox_io;
+mod schedule;
 mod selector;
 mod state;
 mod strategy;

@@ -1,16 +1,16 @@
-//! Provider components: load (compile, version check, pre-instantiate, `describe`), a pool of
-//! warm instances reused across calls, and sandboxed calls. A stream parser holds its instance
-//! for one attempt and gives it back to the pool when dropped.
+//! Provider components: load (compile, version check, pre-instantiate, `describe`), their
+//! pool of warm instances (`pool.rs`), and the typed sandboxed calls. A stream parser holds
+//! its instance for one attempt and gives it back to the pool when dropped.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 
-use crossbeam_queue::ArrayQueue;
 use wasmtime::Store;
 use wasmtime::component::{Component, ResourceAny};
 
 use super::engine::PluginEngine;
 use super::error::PluginError;
+use super::pool::{Pool, Warm, instantiate_fault};
+use super::schedule::GuestFuture;
 use super::state::HostState;
 use super::wire::{
     ArchiveFetch, BuildError, ChatRequest, ClassifiedError, Delta, EmbeddingRequest,
@@ -22,25 +22,13 @@ use super::wire::{
 /// when they come back to a full pool.
 const POOL_CAPACITY: usize = 512;
 
-/// An instance whose linear memory grew beyond this (e.g. after parsing a huge body) is
-/// dropped instead of going back to the pool, so idle instances never pin much memory.
-pub(crate) const RETIRE_MEMORY_BYTES: usize = 16 * 1024 * 1024;
-
 type Bindings = super::wire::Provider;
-
-struct Warm {
-    store: Store<HostState>,
-    bindings: Bindings,
-}
 
 /// A loaded provider component.
 pub struct ProviderComponent {
     origin: String,
     info: PluginInfo,
-    engine: PluginEngine,
-    pre: ProviderPre<HostState>,
-    pool: ArrayQueue<Box<Warm>>,
-    faults: AtomicU64,
+    pool: Pool<Bindings>,
 }
 
 impl std::fmt::Debug for ProviderComponent {
@@ -93,13 +81,16 @@ impl ProviderComponent {
             message,
         };
         let pre = ProviderPre::new(instance_pre).map_err(|e| load_err(format!("{e:#}")))?;
-        let mut warm = instantiate(engine, &pre).map_err(|e| load_err(format!("{e:#}")))?;
-        warm.store
-            .set_epoch_deadline(engine.limits.deadline_ticks());
+        let pool: Pool<Bindings> = Pool::new(engine, pre, POOL_CAPACITY);
+        let mut warm = pool.instantiate().map_err(|e| load_err(format!("{e:#}")))?;
         let info = warm
-            .bindings
-            .polygateway_plugin_chat_provider()
-            .call_describe(&mut warm.store)
+            .call(pool.limits(), &(), |store, b, _| {
+                Box::pin(async move {
+                    b.polygateway_plugin_chat_provider()
+                        .call_describe(store)
+                        .await
+                })
+            })
             .map_err(|e| load_err(format!("describe failed: {e:#}")))?;
         if info.contract_version != version {
             return Err(load_err(format!(
@@ -107,27 +98,23 @@ impl ProviderComponent {
                 info.contract_version
             )));
         }
-        let pool = ArrayQueue::new(POOL_CAPACITY);
-        let _ = pool.push(Box::new(warm));
+        pool.give(warm);
         Ok(Arc::new(Self {
             origin: origin.to_string(),
             info,
-            engine: engine.clone(),
-            pre,
             pool,
-            faults: AtomicU64::new(0),
         }))
     }
 
     /// Calls that faulted (trap, exhausted time budget, memory cap) since load; each
     /// discarded its instance.
     pub fn faults(&self) -> u64 {
-        self.faults.load(Ordering::Relaxed)
+        self.pool.faults()
     }
 
     /// The sandbox limits its calls run under.
     pub fn limits(&self) -> super::PluginLimits {
-        self.engine.limits
+        *self.pool.limits()
     }
 
     /// What `describe` returned at load time.
@@ -142,39 +129,35 @@ impl ProviderComponent {
 
     /// Idle warm instances in the pool (for `/healthz` and tests).
     pub fn idle_instances(&self) -> usize {
-        self.pool.len()
+        self.pool.idle()
     }
 
     /// Call `describe` on a new instance (not from the pool): the conformance kit checks it
     /// answers as it did at load.
     pub(crate) fn describe_fresh(self: &Arc<Self>) -> Result<PluginInfo, PluginError> {
-        let fresh = instantiate(&self.engine, &self.pre).map_err(|e| PluginError::Fault {
-            plugin: self.info.name.clone(),
-            function: "instantiate",
-            message: format!("{e:#}"),
-        })?;
+        let fresh = self
+            .pool
+            .instantiate()
+            .map_err(|e| instantiate_fault(&self.info.name, &e))?;
         let mut instance = ProviderInstance {
             component: self.clone(),
-            warm: Some(Box::new(fresh)),
+            warm: Some(fresh),
         };
-        instance.call("describe", |store, b| {
-            b.polygateway_plugin_chat_provider().call_describe(store)
+        instance.call("describe", &(), move |store, b, _| {
+            Box::pin(async move {
+                b.polygateway_plugin_chat_provider()
+                    .call_describe(store)
+                    .await
+            })
         })
     }
 
     /// Check out a warm instance (or create one, ~30 µs, when the pool is empty).
     pub fn instance(self: &Arc<Self>) -> Result<ProviderInstance, PluginError> {
-        let warm =
-            match self.pool.pop() {
-                Some(w) => w,
-                None => Box::new(instantiate(&self.engine, &self.pre).map_err(|e| {
-                    PluginError::Fault {
-                        plugin: self.info.name.clone(),
-                        function: "instantiate",
-                        message: format!("{e:#}"),
-                    }
-                })?),
-            };
+        let warm = self
+            .pool
+            .take()
+            .map_err(|e| instantiate_fault(&self.info.name, &e))?;
         Ok(ProviderInstance {
             component: self.clone(),
             warm: Some(warm),
@@ -182,58 +165,43 @@ impl ProviderComponent {
     }
 }
 
-fn instantiate(engine: &PluginEngine, pre: &ProviderPre<HostState>) -> wasmtime::Result<Warm> {
-    let mut store = engine.sandboxed_store();
-    let bindings = pre.instantiate(&mut store)?;
-    Ok(Warm { store, bindings })
-}
-
 /// A warm instance checked out of its component's pool; returned to it on drop, unless a
 /// call faulted (then it is discarded).
 pub struct ProviderInstance {
     component: Arc<ProviderComponent>,
-    warm: Option<Box<Warm>>,
+    warm: Option<Box<Warm<Bindings>>>,
 }
 
 impl Drop for ProviderInstance {
     fn drop(&mut self) {
-        if let Some(w) = self.warm.take()
-            && w.store.data().limits.memory_high_water() <= RETIRE_MEMORY_BYTES
-        {
-            // A full pool drops the instance.
-            let _ = self.component.pool.push(w);
+        if let Some(w) = self.warm.take() {
+            self.component.pool.give(w);
         }
     }
 }
 
 impl ProviderInstance {
-    /// Run one guest call under the epoch deadline; a trap discards the instance.
-    fn call<R>(
+    /// Run one guest call under the plugin's budget; a trap discards the instance.
+    fn call<A: ?Sized + Sync, R: Send>(
         &mut self,
         function: &'static str,
-        f: impl FnOnce(&mut Store<HostState>, &Bindings) -> wasmtime::Result<R>,
+        args: &A,
+        f: impl for<'a> FnOnce(&'a mut Store<HostState>, &'a Bindings, &'a A) -> GuestFuture<'a, R>,
     ) -> Result<R, PluginError> {
-        let fault = |message: String, name: &str| PluginError::Fault {
-            plugin: name.to_string(),
-            function,
-            message,
-        };
-        let ticks = self.component.engine.limits.deadline_ticks();
+        let component = &self.component;
         let Some(warm) = self.warm.as_mut() else {
-            return Err(fault(
-                "instance already discarded".into(),
-                &self.component.info.name,
-            ));
+            return Err(PluginError::Fault {
+                plugin: component.info.name.clone(),
+                function,
+                message: "instance already discarded".into(),
+            });
         };
-        warm.store.set_epoch_deadline(ticks);
-        match f(&mut warm.store, &warm.bindings) {
+        match warm.call(component.pool.limits(), args, f) {
             Ok(r) => Ok(r),
             Err(e) => {
                 // The instance is dead after a trap: drop it; the pool makes a new one.
                 self.warm = None;
-                self.component.faults.fetch_add(1, Ordering::Relaxed);
-                let message = super::engine::fault_message(&e, &self.component.engine.limits);
-                Err(fault(message, &self.component.info.name))
+                Err(component.pool.fault(&component.info.name, function, &e))
             }
         }
     }
@@ -249,10 +217,17 @@ impl ProviderInstance {
         req: &ChatRequest,
         source: &SourceInfo,
     ) -> Result<Result<HttpRequest, BuildError>, PluginError> {
-        self.call("build-request", |store, b| {
-            b.polygateway_plugin_chat_provider()
-                .call_build_request(store, req, source)
-        })
+        self.call(
+            "build-request",
+            &(req, source),
+            move |store, b, (req, source)| {
+                Box::pin(async move {
+                    b.polygateway_plugin_chat_provider()
+                        .call_build_request(store, req, source)
+                        .await
+                })
+            },
+        )
     }
 
     /// `parse-response`: a complete non-streamed body into deltas.
@@ -260,9 +235,12 @@ impl ProviderInstance {
         &mut self,
         body: &[u8],
     ) -> Result<Result<Vec<Delta>, ClassifiedError>, PluginError> {
-        self.call("parse-response", |store, b| {
-            b.polygateway_plugin_chat_provider()
-                .call_parse_response(store, body)
+        self.call("parse-response", body, move |store, b, body| {
+            Box::pin(async move {
+                b.polygateway_plugin_chat_provider()
+                    .call_parse_response(store, body)
+                    .await
+            })
         })
     }
 
@@ -273,10 +251,17 @@ impl ProviderInstance {
         headers: &[Header],
         body: &[u8],
     ) -> Result<ClassifiedError, PluginError> {
-        self.call("classify-error", |store, b| {
-            b.polygateway_plugin_chat_provider()
-                .call_classify_error(store, status, headers, body)
-        })
+        self.call(
+            "classify-error",
+            &(headers, body),
+            move |store, b, (headers, body)| {
+                Box::pin(async move {
+                    b.polygateway_plugin_chat_provider()
+                        .call_classify_error(store, status, headers, body)
+                        .await
+                })
+            },
+        )
     }
 
     /// `build-embedding-request`: the HTTP request of one embedding batch.
@@ -285,10 +270,17 @@ impl ProviderInstance {
         req: &EmbeddingRequest,
         source: &SourceInfo,
     ) -> Result<Result<HttpRequest, BuildError>, PluginError> {
-        self.call("build-embedding-request", |store, b| {
-            b.polygateway_plugin_embedding_provider()
-                .call_build_embedding_request(store, req, source)
-        })
+        self.call(
+            "build-embedding-request",
+            &(req, source),
+            move |store, b, (req, source)| {
+                Box::pin(async move {
+                    b.polygateway_plugin_embedding_provider()
+                        .call_build_embedding_request(store, req, source)
+                        .await
+                })
+            },
+        )
     }
 
     /// `parse-embedding-response`: a 2xx body into vectors (input order) and usage.
@@ -296,9 +288,12 @@ impl ProviderInstance {
         &mut self,
         body: &[u8],
     ) -> Result<Result<EmbeddingResponse, ClassifiedError>, PluginError> {
-        self.call("parse-embedding-response", |store, b| {
-            b.polygateway_plugin_embedding_provider()
-                .call_parse_embedding_response(store, body)
+        self.call("parse-embedding-response", body, move |store, b, body| {
+            Box::pin(async move {
+                b.polygateway_plugin_embedding_provider()
+                    .call_parse_embedding_response(store, body)
+                    .await
+            })
         })
     }
 
@@ -309,10 +304,17 @@ impl ProviderInstance {
         image: &ImageInfo,
         source: &SourceInfo,
     ) -> Result<Result<UploadRequest, BuildError>, PluginError> {
-        self.call("build-ocr-request", |store, b| {
-            b.polygateway_plugin_ocr_provider()
-                .call_build_ocr_request(store, op, image, source)
-        })
+        self.call(
+            "build-ocr-request",
+            &(image, source),
+            move |store, b, (image, source)| {
+                Box::pin(async move {
+                    b.polygateway_plugin_ocr_provider()
+                        .call_build_ocr_request(store, op, image, source)
+                        .await
+                })
+            },
+        )
     }
 
     /// `parse-text-response`: a 2xx OCR text answer into the text.
@@ -320,9 +322,12 @@ impl ProviderInstance {
         &mut self,
         body: &[u8],
     ) -> Result<Result<String, ClassifiedError>, PluginError> {
-        self.call("parse-text-response", |store, b| {
-            b.polygateway_plugin_ocr_provider()
-                .call_parse_text_response(store, body)
+        self.call("parse-text-response", body, move |store, b, body| {
+            Box::pin(async move {
+                b.polygateway_plugin_ocr_provider()
+                    .call_parse_text_response(store, body)
+                    .await
+            })
         })
     }
 
@@ -331,9 +336,12 @@ impl ProviderInstance {
         &mut self,
         body: &[u8],
     ) -> Result<Result<ArchiveFetch, ClassifiedError>, PluginError> {
-        self.call("parse-layout-response", |store, b| {
-            b.polygateway_plugin_ocr_provider()
-                .call_parse_layout_response(store, body)
+        self.call("parse-layout-response", body, move |store, b, body| {
+            Box::pin(async move {
+                b.polygateway_plugin_ocr_provider()
+                    .call_parse_layout_response(store, body)
+                    .await
+            })
         })
     }
 
@@ -342,9 +350,12 @@ impl ProviderInstance {
         &mut self,
         member: &[u8],
     ) -> Result<Result<LayoutDocument, ClassifiedError>, PluginError> {
-        self.call("parse-layout-document", |store, b| {
-            b.polygateway_plugin_ocr_provider()
-                .call_parse_layout_document(store, member)
+        self.call("parse-layout-document", member, move |store, b, member| {
+            Box::pin(async move {
+                b.polygateway_plugin_ocr_provider()
+                    .call_parse_layout_document(store, member)
+                    .await
+            })
         })
     }
 
@@ -353,19 +364,29 @@ impl ProviderInstance {
         &mut self,
         source: &SourceInfo,
     ) -> Result<Option<HttpRequest>, PluginError> {
-        self.call("health-request", |store, b| {
-            b.polygateway_plugin_ocr_provider()
-                .call_health_request(store, source)
+        self.call("health-request", source, move |store, b, source| {
+            Box::pin(async move {
+                b.polygateway_plugin_ocr_provider()
+                    .call_health_request(store, source)
+                    .await
+            })
         })
     }
 
     /// Create a per-attempt stream parser; it keeps this instance until dropped.
     pub fn into_stream_parser(mut self, source: &SourceInfo) -> Result<StreamParser, PluginError> {
-        let resource = self.call("stream-parser.constructor", |store, b| {
-            b.polygateway_plugin_chat_provider()
-                .stream_parser()
-                .call_constructor(store, source)
-        })?;
+        let resource = self.call(
+            "stream-parser.constructor",
+            source,
+            move |store, b, source| {
+                Box::pin(async move {
+                    b.polygateway_plugin_chat_provider()
+                        .stream_parser()
+                        .call_constructor(store, source)
+                        .await
+                })
+            },
+        )?;
         Ok(StreamParser {
             instance: self,
             resource: Some(resource),
@@ -388,11 +409,16 @@ impl StreamParser {
         let Some(res) = self.resource else {
             return Err(self.gone("stream-parser.parse"));
         };
-        let out = self.instance.call("stream-parser.parse", |store, b| {
-            b.polygateway_plugin_chat_provider()
-                .stream_parser()
-                .call_parse(store, res, events)
-        });
+        let out = self
+            .instance
+            .call("stream-parser.parse", events, move |store, b, events| {
+                Box::pin(async move {
+                    b.polygateway_plugin_chat_provider()
+                        .stream_parser()
+                        .call_parse(store, res, events)
+                        .await
+                })
+            });
         if out.is_err() {
             self.resource = None;
         }
@@ -404,11 +430,16 @@ impl StreamParser {
         let Some(res) = self.resource else {
             return Err(self.gone("stream-parser.finish"));
         };
-        let out = self.instance.call("stream-parser.finish", |store, b| {
-            b.polygateway_plugin_chat_provider()
-                .stream_parser()
-                .call_finish(store, res)
-        });
+        let out = self
+            .instance
+            .call("stream-parser.finish", &(), move |store, b, _| {
+                Box::pin(async move {
+                    b.polygateway_plugin_chat_provider()
+                        .stream_parser()
+                        .call_finish(store, res)
+                        .await
+                })
+            });
         if out.is_err() {
             self.resource = None;
         }
@@ -431,7 +462,9 @@ impl Drop for StreamParser {
             // discarded instead of going back to the pool.
             let dropped = self
                 .instance
-                .call("stream-parser.drop", |store, _| res.resource_drop(store));
+                .call("stream-parser.drop", &(), move |store, _, _| {
+                    Box::pin(async move { res.resource_drop_async(store).await })
+                });
             let _ = dropped;
         }
     }

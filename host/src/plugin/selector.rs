@@ -11,21 +11,13 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crossbeam_queue::ArrayQueue;
-use wasmtime::Store;
 use wasmtime::component::Component;
 
 use super::engine::PluginEngine;
 use super::error::PluginError;
-use super::state::HostState;
+use super::pool::Pool;
 
-#[allow(missing_docs, clippy::all)]
-mod generated {
-    wasmtime::component::bindgen!({
-        path: "../wit",
-        world: "selector",
-    });
-}
+use super::bindings::selector as generated;
 
 use generated::exports::polygateway::plugin::source_selector::Candidate as WireCandidate;
 pub use generated::exports::polygateway::plugin::source_selector::SelectorInfo;
@@ -120,20 +112,12 @@ pub trait SelectSource: Send + Sync {
     fn name(&self) -> &str;
 }
 
-struct Warm {
-    store: Store<HostState>,
-    bindings: Bindings,
-}
-
 /// A loaded selector component.
 pub struct SelectorComponent {
     origin: String,
     info: SelectorInfo,
-    engine: PluginEngine,
-    pre: SelectorPre<HostState>,
-    pool: ArrayQueue<Box<Warm>>,
+    pool: Pool<Bindings>,
     violations: AtomicU64,
-    faults: AtomicU64,
 }
 
 impl std::fmt::Debug for SelectorComponent {
@@ -171,13 +155,16 @@ impl SelectorComponent {
             message,
         };
         let pre = SelectorPre::new(instance_pre).map_err(|e| load_err(format!("{e:#}")))?;
-        let mut warm = instantiate(engine, &pre).map_err(|e| load_err(format!("{e:#}")))?;
-        warm.store
-            .set_epoch_deadline(engine.limits.deadline_ticks());
+        let pool: Pool<Bindings> = Pool::new(engine, pre, POOL_CAPACITY);
+        let mut warm = pool.instantiate().map_err(|e| load_err(format!("{e:#}")))?;
         let info = warm
-            .bindings
-            .polygateway_plugin_source_selector()
-            .call_describe(&mut warm.store)
+            .call(pool.limits(), &(), |store, b, _| {
+                Box::pin(async move {
+                    b.polygateway_plugin_source_selector()
+                        .call_describe(store)
+                        .await
+                })
+            })
             .map_err(|e| load_err(format!("describe failed: {e:#}")))?;
         if info.contract_version != version {
             return Err(load_err(format!(
@@ -185,23 +172,19 @@ impl SelectorComponent {
                 info.contract_version
             )));
         }
-        let pool = ArrayQueue::new(POOL_CAPACITY);
-        let _ = pool.push(Box::new(warm));
+        pool.give(warm);
         Ok(Arc::new(Self {
             origin: origin.to_string(),
             info,
-            engine: engine.clone(),
-            pre,
             pool,
             violations: AtomicU64::new(0),
-            faults: AtomicU64::new(0),
         }))
     }
 
     /// Calls that faulted (trap or exhausted time budget) since load; each discarded its
     /// instance.
     pub fn faults(&self) -> u64 {
-        self.faults.load(Ordering::Relaxed)
+        self.pool.faults()
     }
 
     /// What `describe` returned at load time.
@@ -216,7 +199,7 @@ impl SelectorComponent {
 
     /// Idle warm instances in the pool (for `/healthz` and tests).
     pub fn idle_instances(&self) -> usize {
-        self.pool.len()
+        self.pool.idle()
     }
 
     /// How many answers [`SelectSource::choose`] has overridden since load (unknown or
@@ -237,44 +220,18 @@ impl SelectorComponent {
         seed: u64,
     ) -> Result<Option<u32>, PluginError> {
         let wire: Vec<WireCandidate> = candidates.iter().map(Candidate::to_wire).collect();
-        let fault = |message: String| PluginError::Fault {
-            plugin: self.info.name.clone(),
-            function: "choose",
-            message,
-        };
-        let mut warm =
-            match self.pool.pop() {
-                Some(w) => w,
-                None => Box::new(instantiate(&self.engine, &self.pre).map_err(|e| {
-                    PluginError::Fault {
-                        plugin: self.info.name.clone(),
-                        function: "instantiate",
-                        message: format!("{e:#}"),
-                    }
-                })?),
-            };
-        warm.store
-            .set_epoch_deadline(self.engine.limits.deadline_ticks());
-        let Warm { store, bindings } = &mut *warm;
-        match bindings
-            .polygateway_plugin_source_selector()
-            .call_choose(store, &wire, seed)
-        {
-            Ok(answer) => {
-                // A full pool drops the instance, and so does a bloated memory.
-                if warm.store.data().limits.memory_high_water()
-                    <= super::provider::RETIRE_MEMORY_BYTES
-                {
-                    let _ = self.pool.push(warm);
-                }
-                Ok(answer)
-            }
-            // The instance is dead after a trap: `warm` is dropped here.
-            Err(e) => {
-                self.faults.fetch_add(1, Ordering::Relaxed);
-                Err(fault(super::engine::fault_message(&e, &self.engine.limits)))
-            }
-        }
+        self.pool.call(
+            &self.info.name,
+            "choose",
+            &wire[..],
+            move |store, b, wire| {
+                Box::pin(async move {
+                    b.polygateway_plugin_source_selector()
+                        .call_choose(store, wire, seed)
+                        .await
+                })
+            },
+        )
     }
 
     /// Count a contract violation and log it (the 1st, 2nd, 4th, 8th, … occurrence, so a
@@ -291,12 +248,6 @@ impl SelectorComponent {
             );
         }
     }
-}
-
-fn instantiate(engine: &PluginEngine, pre: &SelectorPre<HostState>) -> wasmtime::Result<Warm> {
-    let mut store = engine.sandboxed_store();
-    let bindings = pre.instantiate(&mut store)?;
-    Ok(Warm { store, bindings })
 }
 
 impl SelectSource for SelectorComponent {

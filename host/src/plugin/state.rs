@@ -15,6 +15,8 @@ pub(crate) struct HostState {
     wasi: WasiCtx,
     table: ResourceTable,
     pub(crate) limits: SandboxLimiter,
+    /// The budget of the call in progress (see `schedule.rs`).
+    pub(crate) slice: super::schedule::Slice,
 }
 
 impl HostState {
@@ -27,6 +29,7 @@ impl HostState {
                 memory_cap: memory_bytes,
                 memory_high_water: 0,
             },
+            slice: super::schedule::Slice::default(),
         }
     }
 }

@@ -10,21 +10,16 @@
 
 use std::sync::Arc;
 
-use crossbeam_queue::ArrayQueue;
 use wasmtime::Store;
 use wasmtime::component::Component;
 
 use super::engine::PluginEngine;
 use super::error::PluginError;
+use super::pool::Pool;
+use super::schedule::GuestFuture;
 use super::state::HostState;
 
-#[allow(missing_docs, clippy::all)]
-mod generated {
-    wasmtime::component::bindgen!({
-        path: "../wit",
-        world: "strategy",
-    });
-}
+use super::bindings::strategy as generated;
 
 use generated::polygateway::plugin::types::{
     Capabilities as WireCapabilities, ThinkingStyle as WireThinkingStyle,
@@ -43,18 +38,11 @@ const POOL_CAPACITY: usize = 64;
 /// The WIT export a strategy component must have.
 const INTERFACE: &str = "structured-strategy";
 
-struct Warm {
-    store: Store<HostState>,
-    bindings: Bindings,
-}
-
 /// A loaded structured-output strategy component.
 pub struct StrategyComponent {
     origin: String,
     info: StrategyInfo,
-    engine: PluginEngine,
-    pre: StrategyPre<HostState>,
-    pool: ArrayQueue<Box<Warm>>,
+    pool: Pool<Bindings>,
 }
 
 impl std::fmt::Debug for StrategyComponent {
@@ -92,13 +80,16 @@ impl StrategyComponent {
             message,
         };
         let pre = StrategyPre::new(instance_pre).map_err(|e| load_err(format!("{e:#}")))?;
-        let mut warm = instantiate(engine, &pre).map_err(|e| load_err(format!("{e:#}")))?;
-        warm.store
-            .set_epoch_deadline(engine.limits.deadline_ticks());
+        let pool: Pool<Bindings> = Pool::new(engine, pre, POOL_CAPACITY);
+        let mut warm = pool.instantiate().map_err(|e| load_err(format!("{e:#}")))?;
         let info = warm
-            .bindings
-            .polygateway_plugin_structured_strategy()
-            .call_describe(&mut warm.store)
+            .call(pool.limits(), &(), |store, b, _| {
+                Box::pin(async move {
+                    b.polygateway_plugin_structured_strategy()
+                        .call_describe(store)
+                        .await
+                })
+            })
             .map_err(|e| load_err(format!("describe failed: {e:#}")))?;
         if info.contract_version != version {
             return Err(load_err(format!(
@@ -106,13 +97,10 @@ impl StrategyComponent {
                 info.contract_version
             )));
         }
-        let pool = ArrayQueue::new(POOL_CAPACITY);
-        let _ = pool.push(Box::new(warm));
+        pool.give(warm);
         Ok(Arc::new(Self {
             origin: origin.to_string(),
             info,
-            engine: engine.clone(),
-            pre,
             pool,
         }))
     }
@@ -134,7 +122,7 @@ impl StrategyComponent {
 
     /// Idle warm instances in the pool (for `/healthz` and tests).
     pub fn idle_instances(&self) -> usize {
-        self.pool.len()
+        self.pool.idle()
     }
 
     /// `prepare`: how to ask for `target` from a provider with `provider` capabilities.
@@ -151,9 +139,12 @@ impl StrategyComponent {
         provider: &super::Capabilities,
     ) -> Result<Preparation, PluginError> {
         let caps = wire_capabilities(provider);
-        let mut p = self.call("prepare", |store, b| {
-            b.polygateway_plugin_structured_strategy()
-                .call_prepare(store, target, caps)
+        let mut p = self.call("prepare", target, move |store, b, target| {
+            Box::pin(async move {
+                b.polygateway_plugin_structured_strategy()
+                    .call_prepare(store, target, caps)
+                    .await
+            })
         })?;
         if !provider.native_json_schema
             && matches!(p.response_format, Some(ResponseFormat::JsonSchema(_)))
@@ -177,9 +168,12 @@ impl StrategyComponent {
         provider: &super::Capabilities,
     ) -> Result<Preparation, PluginError> {
         let caps = wire_capabilities(provider);
-        self.call("prepare", |store, b| {
-            b.polygateway_plugin_structured_strategy()
-                .call_prepare(store, target, caps)
+        self.call("prepare", target, move |store, b, target| {
+            Box::pin(async move {
+                b.polygateway_plugin_structured_strategy()
+                    .call_prepare(store, target, caps)
+                    .await
+            })
         })
     }
 
@@ -194,58 +188,25 @@ impl StrategyComponent {
         raw: &str,
         target: &JsonTarget,
     ) -> Result<Result<String, RepairError>, PluginError> {
-        self.call("repair", |store, b| {
-            b.polygateway_plugin_structured_strategy()
-                .call_repair(store, raw, target)
+        self.call("repair", &(raw, target), move |store, b, (raw, target)| {
+            Box::pin(async move {
+                b.polygateway_plugin_structured_strategy()
+                    .call_repair(store, raw, target)
+                    .await
+            })
         })
     }
 
-    /// Run one guest call on a warm instance under the epoch deadline; a trap discards the
-    /// instance, a success returns it to the pool.
-    fn call<R>(
+    /// Run one guest call on a pooled instance under the plugin's budget; a trap discards
+    /// the instance, a success returns it to the pool.
+    fn call<A: ?Sized + Sync, R: Send>(
         &self,
         function: &'static str,
-        f: impl FnOnce(&mut Store<HostState>, &Bindings) -> wasmtime::Result<R>,
+        args: &A,
+        f: impl for<'a> FnOnce(&'a mut Store<HostState>, &'a Bindings, &'a A) -> GuestFuture<'a, R>,
     ) -> Result<R, PluginError> {
-        let fault = |message: String| PluginError::Fault {
-            plugin: self.info.name.clone(),
-            function,
-            message,
-        };
-        let mut warm =
-            match self.pool.pop() {
-                Some(w) => w,
-                None => Box::new(instantiate(&self.engine, &self.pre).map_err(|e| {
-                    PluginError::Fault {
-                        plugin: self.info.name.clone(),
-                        function: "instantiate",
-                        message: format!("{e:#}"),
-                    }
-                })?),
-            };
-        warm.store
-            .set_epoch_deadline(self.engine.limits.deadline_ticks());
-        let Warm { store, bindings } = &mut *warm;
-        match f(store, bindings) {
-            Ok(answer) => {
-                // A full pool drops the instance, and so does a bloated memory.
-                if warm.store.data().limits.memory_high_water()
-                    <= super::provider::RETIRE_MEMORY_BYTES
-                {
-                    let _ = self.pool.push(warm);
-                }
-                Ok(answer)
-            }
-            // The instance is dead after a trap: `warm` is dropped here.
-            Err(e) => Err(fault(super::engine::fault_message(&e, &self.engine.limits))),
-        }
+        self.pool.call(&self.info.name, function, args, f)
     }
-}
-
-fn instantiate(engine: &PluginEngine, pre: &StrategyPre<HostState>) -> wasmtime::Result<Warm> {
-    let mut store = engine.sandboxed_store();
-    let bindings = pre.instantiate(&mut store)?;
-    Ok(Warm { store, bindings })
 }
 
 /// The provider world's capabilities as the strategy world's bindings spell them (the same

@@ -1,13 +1,7 @@
 //! The generated bindings of the WIT contract (`wit/`) and the curated types the rest of the
 //! host uses: deltas, usage, classified errors, request descriptions.
 
-#[allow(missing_docs, clippy::all)]
-mod generated {
-    wasmtime::component::bindgen!({
-        path: "../wit",
-        world: "provider",
-    });
-}
+use super::bindings::provider as generated;
 
 pub use generated::exports::polygateway::plugin::embedding_provider::{
     EmbeddingInputs, EmbeddingRequest, EmbeddingResponse, EmbeddingUsage,

@@ -1,4 +1,5 @@
-//! The `x-pgw-*` request headers every call endpoint reads (DESIGN §6): tracing links,
+//! The `x-pgw-*` request headers every call endpoint reads (docs/requests.md#call-headers):
+//! tracing links,
 //! caller dimensions, the call deadline and the cache controls, as [`CallOptions`].
 
 use std::time::Duration;

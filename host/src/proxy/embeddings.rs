@@ -41,6 +41,11 @@ struct WireBody {
     user: Option<IgnoredAny>,
 }
 
+/// The number of inputs of a valid embeddings body (for `crate::fuzzing`).
+pub(crate) fn input_count(bytes: &[u8]) -> Result<usize, GatewayError> {
+    parse_body(bytes).map(|(req, _)| req.input.len())
+}
+
 /// Parse an OpenAI embeddings body. Errors name the field at fault.
 fn parse_body(bytes: &[u8]) -> Result<(EmbeddingRequest, Encoding), GatewayError> {
     if let Err(e) = serde_json::from_slice::<IgnoredAny>(bytes) {

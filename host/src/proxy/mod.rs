@@ -27,8 +27,10 @@ use tokio_util::sync::CancellationToken;
 
 use crate::pipeline::Gateway;
 
+pub use crate::config::env_settings_source;
+pub(crate) use embeddings::input_count as parse_embeddings_body;
 pub use errors::error_response;
-pub use reload::{env_settings_source, spawn_sighup_reload};
+pub use reload::spawn_sighup_reload;
 
 /// Shared state of the handlers.
 #[derive(Clone)]

@@ -5,7 +5,6 @@
 //! the keys at fault, or 500, and a log line).
 
 use std::net::SocketAddr;
-use std::sync::Arc;
 
 use axum::extract::{ConnectInfo, State};
 use axum::http::HeaderMap;
@@ -15,8 +14,7 @@ use serde_json::json;
 use super::AppState;
 use super::auth;
 use super::errors::plain_error;
-use crate::config::{ConfigError, Settings};
-use crate::pipeline::{Gateway, ReloadError, SettingsSource};
+use crate::pipeline::{Gateway, ReloadError};
 
 /// `POST /admin/reload`.
 pub(crate) async fn admin_reload(
@@ -70,41 +68,6 @@ fn reload_error_response(e: &ReloadError) -> Response {
         axum::Json(body),
     )
         .into_response()
-}
-
-/// A settings source that re-reads `.env` from the working directory (and its parents, as
-/// at start-up) under the process environment as it was when this was called — call it
-/// before `config::load_dotenv` so the environment it captures is the real one: the process
-/// environment wins over `.env`, as at start-up, and a key removed from `.env` is gone.
-pub fn env_settings_source() -> SettingsSource {
-    let base: Vec<(String, String)> = std::env::vars().collect();
-    Arc::new(move || settings_from_dotenv_and(&base))
-}
-
-fn settings_from_dotenv_and(base: &[(String, String)]) -> Result<Settings, ConfigError> {
-    let mut vars: std::collections::BTreeMap<String, String> = std::collections::BTreeMap::new();
-    match dotenvy::dotenv_iter() {
-        Ok(iter) => {
-            for item in iter {
-                let (k, v) = item.map_err(|e| ConfigError::DotEnv {
-                    path: ".env".into(),
-                    message: e.to_string(),
-                })?;
-                vars.insert(k, v);
-            }
-        }
-        Err(e) if e.not_found() => {}
-        Err(e) => {
-            return Err(ConfigError::DotEnv {
-                path: ".env".into(),
-                message: e.to_string(),
-            });
-        }
-    }
-    for (k, v) in base {
-        vars.insert(k.clone(), v.clone());
-    }
-    crate::config::settings_from_vars(vars)
 }
 
 /// Reload on every `SIGHUP` for as long as the process runs (Unix only).

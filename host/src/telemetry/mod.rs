@@ -1,4 +1,4 @@
-//! Telemetry and cost (reference §7.8, D8, D15): one row per attempt and one terminal (or
+//! Telemetry and cost (docs/telemetry.md): one row per attempt and one terminal (or
 //! cache-hit) row per logical call, priced from `PGW_PRICING_FILE`, counted into
 //! `/metrics`, and written off the response path through a bounded queue into SQLite or
 //! Postgres (full queue → row dropped and counted, never a blocked call).

@@ -1,4 +1,4 @@
-//! Cost (reference §7.8, plan-est-tokens-decoupling): a price table read from
+//! Cost (docs/telemetry.md#cost): a price table read from
 //! `PGW_PRICING_FILE`, a JSON object mapping the configured `MODEL` of a source to its prices
 //! per million tokens:
 //!

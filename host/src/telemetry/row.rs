@@ -1,9 +1,9 @@
-//! The telemetry row (reference §7.8): one per attempt, one terminal row per logical call
+//! The telemetry row (docs/telemetry.md#rows): one per attempt, one terminal row per logical call
 //! (or one cache-hit row). `None` is stored as NULL and means "unknown", never zero.
 
 use std::sync::Arc;
 
-/// How trustworthy the token counts are (reference plan-est-tokens-decoupling).
+/// How trustworthy the token counts are (docs/telemetry.md#usage-source).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum UsageSource {
@@ -116,7 +116,7 @@ pub struct CallRow {
     /// Sampling parameters as JSON: the call's overlay (without `response_format`), merged
     /// over the source's `EXTRA_BODY` on attempt rows; `None` when empty.
     pub sampling: Option<String>,
-    /// `x-pgw-tenant-id`; stored as `''` when absent (reference §5.2).
+    /// `x-pgw-tenant-id`; stored as `''` when absent (docs/telemetry.md#caller-dimensions).
     pub tenant_id: Option<String>,
     /// `x-pgw-meta` as JSON; stored as `{}` when absent.
     pub meta: Option<String>,

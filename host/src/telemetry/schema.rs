@@ -1,4 +1,5 @@
-//! The single source of the `llm_calls` schema (reference §7.8, D15): the column list, the
+//! The single source of the `llm_calls` schema (docs/telemetry.md#schema-ownership): the
+//! column list, the
 //! DDL of both backends (what `polygateway telemetry schema-sql` prints is what the host
 //! runs), the `ALTER TABLE … ADD COLUMN` statements, and the value of each column for a row.
 //!

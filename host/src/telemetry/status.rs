@@ -1,4 +1,4 @@
-//! Whether telemetry is being written (reference §7.8 issue 15): degraded / fatal, why,
+//! Whether telemetry is being written (docs/telemetry.md#status): degraded / fatal, why,
 //! since when, rows dropped and written. Backend-neutral: the writer reports facts (a row
 //! written, rows dropped, the backend failed, the backend recovered) and this is the one
 //! place that logs them — one line when degradation starts, one when it ends, and throttled

@@ -1,7 +1,7 @@
 //! What of a call's text is stored: messages with non-text parts replaced by the response
-//! cache's digest (`cache::digest_part`, reference §7.5, §7.8 — one digest function for the
+//! cache's digest (`cache::digest_part`, docs/cache.md#digest — one digest function for the
 //! key and the ledger, no base64 blobs stored) and every text part capped by
-//! `PGW_TELEMETRY_TEXT_CAP` (reference issue 12). Only new values are built — the request
+//! `PGW_TELEMETRY_TEXT_CAP` (docs/telemetry.md#text-cap). Only new values are built — the request
 //! sent upstream and the cache key never see the cap.
 
 use serde_json::{Map, Value};

@@ -1,7 +1,7 @@
 //! The write path shared by every backend: a bounded queue (full → the row is dropped and
 //! counted, never a blocked call), a writer task that drains it in batches (lingering a few
 //! milliseconds for a batch to fill), up to the backend's concurrency in flight, and the
-//! failure policy (reference §7.8 issue 15):
+//! failure policy (docs/telemetry.md#failure-policy):
 //!
 //! - **fatal** (the backend can never work in this process): drop everything, status fatal;
 //! - **environment** (unreachable, refusing, too many clients, no permission, table gone):

@@ -1,6 +1,6 @@
 //! `Retry-After` (RFC 9110 §10.2.3): delta-seconds or an HTTP-date. Non-finite, negative,
 //! unparseable and absurd (over 24 h) values are ignored; the non-finite and absurd ones with
-//! a warning naming the source, never echoing the header (reference design-call-deadline §6.1).
+//! a warning naming the source, never echoing the header (docs/retry.md#retry-after).
 
 use std::time::{Duration, SystemTime};
 

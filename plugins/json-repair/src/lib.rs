@@ -2,7 +2,7 @@
 //! scope: it asks for JSON in the prompt (a system message quoting the schema) whatever the
 //! provider can do, and repairs the answer with the SDK's [`repair_json_text`] — Markdown
 //! fences and prose stripped, trailing commas, single quotes, unquoted keys, comments and
-//! truncated tails fixed (reference D7 `JsonRepairStrategy`).
+//! truncated tails fixed (docs/structured-output.md#strategies).
 
 use polygateway_plugin_sdk::{
     Capabilities, JsonTarget, Preparation, RepairError, Strategy, instructions_for,

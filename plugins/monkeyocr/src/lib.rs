@@ -1,4 +1,4 @@
-//! The MonkeyOCR provider component (`monkeyocr.wasm`): OCR only (reference D9, §7.10).
+//! The MonkeyOCR provider component (`monkeyocr.wasm`): OCR only (docs/ocr.md).
 //!
 //! - text: `POST /ocr/text`, multipart field `file` → `{"content": "…"}` → the text;
 //! - layout: `POST /parse`, multipart field `file` → `{"download_url": "…"}` → the host fetches

@@ -1,5 +1,5 @@
-//! The `native-schema` structured-output strategy (`native_schema.wasm`, reference D7
-//! `NativeSchemaStrategy`): when every source of the scope declares
+//! The `native-schema` structured-output strategy (`native_schema.wasm`,
+//! docs/structured-output.md#strategies): when every source of the scope declares
 //! `capabilities.native-json-schema`, the schema goes to the provider as a native
 //! `response_format` (`json_schema` with the caller's name and `strict`; `json_object` plus a
 //! one-line prompt instruction for a schema-less target, since OpenAI's JSON mode requires

@@ -1,5 +1,5 @@
 //! The `unwrap-parameters` structured-output strategy (`unwrap_parameters.wasm`): an example
-//! of provider-variant normalisation (reference §7.9 ② "provider variant normalisation").
+//! of provider-variant normalisation (docs/structured-output.md#variant-normalisation).
 //!
 //! **The variant.** Models trained for tool calling often answer a "reply in this JSON
 //! shape" prompt as if they were calling a function named after the shape: the wanted

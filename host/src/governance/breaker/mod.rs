@@ -1,6 +1,6 @@
-//! The circuit breaker (reference §7.4, M2.5 dual channel, issue-14 retry-after contract):
-//! the algorithm's types and the backend trait. One algorithm; backends differ only in where
-//! state lives (`memory.rs` now, Redis later).
+//! The circuit breaker (docs/breaker.md: the two channels, the retry hint): the algorithm's
+//! types and the backend trait. One algorithm; backends differ only in where state lives
+//! (`memory.rs` in the process, `redis.rs` shared by every process).
 //!
 //! States: closed → open (N consecutive failures, or failure rate ≥ `fail_rate` over two
 //! 30 s buckets with at least `min_calls` samples, or a forced open for a dead source) →
@@ -84,7 +84,7 @@ pub enum Entry {
     /// Half-open: this attempt is the one probe.
     Probe(ProbeLease),
     /// Open (`retry_after_ms` = remaining cooldown) or half-open with a probe in flight
-    /// (`retry_after_ms` = 0, reference §7.4 issue-14 contract).
+    /// (`retry_after_ms` = 0: no certain time, docs/breaker.md#retry-hint).
     Rejected { retry_after_ms: u64 },
 }
 

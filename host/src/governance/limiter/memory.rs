@@ -1,4 +1,4 @@
-//! The in-process limiter backend (reference §7.3 `InMemoryLimiter`): one [`MemoryLimiter`]
+//! The in-process limiter backend (docs/limiter.md#backends): one [`MemoryLimiter`]
 //! per scope, all six gates behind one `std::sync::Mutex` so an admission is atomic, with a
 //! sliding-window log per gate group (scope-wide and each source): a `VecDeque` of
 //! `(timestamp ms, permit id, tokens)`, pruned on every touch, so that in *any* window of

@@ -1,10 +1,10 @@
-//! The rate limiter (reference ARCHITECTURE §7.3, DESIGN §8): one admission algorithm over six
-//! gates — global and per-source concurrency, RPM and TPM — behind the [`LimiterBackend`]
-//! trait, so the in-process [`MemoryLimiter`] and a later Redis backend are interchangeable
-//! for callers. This file owns the shared vocabulary (limits, gates, admissions, errors,
-//! snapshots), the backend trait and the effective TPM pre-charge rule (§7.7). The caller's
-//! guard is [`Permit`] (`permit.rs`), the in-process backend is `memory.rs`, and the AIMD
-//! back-off on a source's concurrency after 429s is [`AdaptivePacer`] (`pacer.rs`).
+//! The rate limiter (docs/limiter.md#six-gates): one admission algorithm over six gates —
+//! global and per-source concurrency, RPM and TPM — behind the [`LimiterBackend`] trait, so
+//! the in-process [`MemoryLimiter`] and the Redis backend are interchangeable for callers.
+//! This file owns the shared vocabulary (limits, gates, admissions, errors, snapshots), the
+//! backend trait and the effective TPM pre-charge rule (docs/limiter.md#tpm-pre-charge). The
+//! caller's guard is [`Permit`] (`permit.rs`), the in-process backend is `memory.rs`, and the
+//! AIMD back-off on a source's concurrency after 429s is [`AdaptivePacer`] (`pacer.rs`).
 //!
 //! Units: every time is in milliseconds of the injected [`Clock`](super::Clock), every
 //! token count is in tokens. A limit of 0 switches that gate off.
@@ -75,7 +75,7 @@ impl LimiterConfig {
     pub const MINUTE_MS: u64 = 60_000;
 }
 
-/// The TPM pre-charge of one attempt, in tokens (reference §7.7, plan-est-tokens-decoupling):
+/// The TPM pre-charge of one attempt, in tokens (docs/limiter.md#tpm-pre-charge):
 /// an explicit `est_tokens > 0` is used as is; otherwise, when the source's `tpm > 0`, one
 /// second's share of the quota, `max(1, tpm / 60)`; otherwise 0 (no TPM gate, no pre-charge).
 ///
@@ -198,7 +198,8 @@ pub struct LimiterSnapshot {
     /// Leases that expired unsettled since start (each one a permit whose holder never
     /// settled it in time: a stuck attempt or a lost settle).
     pub expired_leases: u64,
-    /// Settle/release calls that failed since start (degraded to a warning, §7.3).
+    /// Settle/release calls that failed since start (degraded to a warning,
+    /// docs/errors.md#degradation).
     pub settle_failures: u64,
 }
 

@@ -1,5 +1,5 @@
-//! The adaptive pacer of one source (reference §7.3/§7.4, DESIGN "back off adaptively on
-//! repeated 429s"): AIMD on the source's concurrency. A 429 halves the allowed in-flight
+//! The adaptive pacer of one source (docs/limiter.md#adaptive-pacer: back off adaptively on
+//! repeated 429s): AIMD on the source's concurrency. A 429 halves the allowed in-flight
 //! count (multiplicative decrease, floor 1); every success raises it by one (additive
 //! increase); once it exceeds the configured maximum — or, with none configured, twice the
 //! peak in-flight seen since the cut, i.e. the cap no longer constrains anything — the cap is

@@ -1,6 +1,6 @@
 //! The caller's side of the limiter: the [`Permit`] guard that settles a granted admission
 //! exactly once — explicitly with [`Permit::settle_now`] or, on cancellation, in `Drop` —
-//! with the value the settlement matrix of design-call-deadline §6.3 (S1–S8) prescribes for
+//! with the value the settlement table of docs/limiter.md#settlement (S1–S8) prescribes for
 //! what the attempt knows at that moment; and the wait policy's sleep
 //! ([`wait_for_capacity`], [`Permit::acquire_waiting`]) that wakes on a release or after the
 //! window hint instead of polling.
@@ -13,7 +13,7 @@ use tokio::sync::futures::Notified;
 
 use super::{Admission, Gate, LimiterBackend, LimiterError, PermitId};
 
-/// How an attempt failed, for its TPM settlement (design-call-deadline §6.3 S5/S8).
+/// How an attempt failed, for its TPM settlement (docs/limiter.md#settlement, S5/S8).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum FailureKind {
     /// Timeout, 5xx, 429, broken stream: the upstream may have billed; keep the pre-charge.
@@ -22,7 +22,7 @@ pub enum FailureKind {
     SourceDead,
     /// 400: full refund.
     RequestRejected,
-    /// Bad content from a healthy service: full refund (unchanged behaviour, §6.3 last part).
+    /// Bad content from a healthy service: full refund (S5).
     ResultInvalid,
     /// A failure no class covers (a plugin fault, a host bug): full refund (S8, unchanged).
     Unclassified,
@@ -63,7 +63,7 @@ pub struct Denial {
     pub retry_after_ms: Option<u64>,
 }
 
-/// What the attempt knows about its usage (design-call-deadline §6.3).
+/// What the attempt knows about its usage (docs/limiter.md#settlement).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Stage {
     /// Admitted, transport not started (S1): nothing was sent, settle 0.
@@ -76,7 +76,7 @@ enum Stage {
 
 /// One granted admission, held by the attempt. Settles exactly once: by
 /// [`settle_now`](Self::settle_now), or in `Drop` with the value of the current stage (a
-/// cancelled attempt). The settlement value follows design-call-deadline §6.3:
+/// cancelled attempt). The settlement value follows docs/limiter.md#settlement:
 ///
 /// | call sequence | settles |
 /// | --- | --- |

@@ -1,5 +1,5 @@
 //! The lean governance loop of one-shot operations — an embedding batch, an OCR attempt
-//! (reference D9, §13 Q3): the same admission (selector → breaker → pacer → limiter), the
+//! (docs/pipeline.md#lean-loop): the same admission (selector → breaker → pacer → limiter), the
 //! same bookkeeping, back-off, stall budget and attempt rows as chat, and nothing chat-only:
 //! no streaming watchdog, no commit point, no continuation. An operation ([`LeanOp`]) says
 //! which sources can serve it, runs one attempt on a source, and writes that attempt's row.

@@ -1,7 +1,7 @@
-//! The numeric defence of layout answers (reference D9): the host never hands on a box a
-//! renderer cannot draw. An element whose box has a non-finite coordinate, is reversed
-//! (x1 < x0 or y1 < y0) or has zero width or height is dropped with a warning and counted; a
-//! page size that is non-finite or ≤ 0 is dropped too.
+//! The numeric defence of layout answers (docs/ocr.md#numeric-defence): the host never hands
+//! on a box a renderer cannot draw. An element whose box has a non-finite coordinate, is
+//! reversed (x1 < x0 or y1 < y0) or has zero width or height is dropped with a warning and
+//! counted; a page size that is non-finite or ≤ 0 is dropped too.
 
 use crate::plugin::{Bbox, LayoutDocument};
 

@@ -1,4 +1,4 @@
-//! The OCR health probe (reference D9 `check_health`): every OCR-capable source's
+//! The OCR health probe (docs/ocr.md#health-probe): every OCR-capable source's
 //! `health-request` (MonkeyOCR `GET /health`), all at once, each within [`PROBE_TIMEOUT`];
 //! a 2xx answer is healthy. A source whose provider has no probe is not reported. Probes go
 //! around governance (no admission, no breaker, no telemetry row): they observe, not call.

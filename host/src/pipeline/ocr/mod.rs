@@ -1,4 +1,4 @@
-//! OCR under the same governance as chat (reference D9, §7.10): `Gateway::recognize_text`,
+//! OCR under the same governance as chat (docs/ocr.md): `Gateway::recognize_text`,
 //! `Gateway::parse_layout`, `Gateway::check_ocr_health` and `POST /v1/ocr/{text,layout}`.
 //! Each call runs the lean loop over the scope's OCR-capable sources (admission, breaker,
 //! limiter, back-off, failover, attempt rows) under one deadline. Usage is measured zero (the

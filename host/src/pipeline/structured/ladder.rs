@@ -1,4 +1,5 @@
-//! The structured-output ladder (reference D14, §7.9) for one call that asks for JSON:
+//! The structured-output ladder (docs/structured-output.md#ladder) for one call that asks for
+//! JSON:
 //!
 //! 1. **prevent** — the strategy's `prepare` shapes the request: the caller's
 //!    `response_format` is replaced by the strategy's (a native schema only where every

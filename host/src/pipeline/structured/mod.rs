@@ -1,4 +1,4 @@
-//! The structured-output ladder's parts (reference D7, D14, §7.9): what a call asks for
+//! The structured-output ladder's parts (docs/structured-output.md): what a call asks for
 //! ([`target`]: `response_format` → schema, host-side validation), which strategy component
 //! serves it ([`strategies`]), and the ladder itself ([`ladder`]: prevent → repair →
 //! validate → bounded re-ask → 422). `structured_layer` is the pipeline's seam onto it.

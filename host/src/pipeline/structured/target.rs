@@ -11,10 +11,10 @@ use crate::plugin::JsonTarget;
 const DEFAULT_NAME: &str = "response";
 
 /// How many validation errors a failure keeps (for the re-ask's feedback and the 422 body;
-/// reference §7.9: the first three).
+/// the first three, docs/structured-output.md#re-ask).
 pub(crate) const MAX_ERRORS: usize = 3;
 
-/// Longest validation error message kept, in characters (reference §7.9: 200).
+/// Longest validation error message kept, in characters (docs/structured-output.md#re-ask).
 pub(crate) const MAX_ERROR_CHARS: usize = 200;
 
 /// The JSON a structured call must answer with.

@@ -1,4 +1,4 @@
-//! Embeddings and OCR (issue 11): a provider that declares `embedding` or `ocr` must build
+//! Embeddings and OCR: a provider that declares `embedding` or `ocr` must build
 //! its requests for them; every provider, declared or not, must answer hostile bodies to the
 //! embedding and OCR parse functions with typed errors, never a trap; `audio` is reserved
 //! and must be declared false.
