@@ -210,7 +210,10 @@ impl SseFramer {
         };
         match field {
             b"data" => {
-                let len = self.data.len() + usize::from(self.has_data) + value.len();
+                // Measured after decoding: an invalid UTF-8 byte becomes U+FFFD (3 bytes),
+                // so the raw length alone would let an event grow to 3× the cap.
+                let text = String::from_utf8_lossy(value);
+                let len = self.data.len() + usize::from(self.has_data) + text.len();
                 if len > self.max_event_bytes {
                     self.overflowed();
                     return;
@@ -219,7 +222,7 @@ impl SseFramer {
                     self.data.push('\n');
                 }
                 self.has_data = true;
-                self.data.push_str(&String::from_utf8_lossy(value));
+                self.data.push_str(&text);
             }
             b"event" => self.event = Some(String::from_utf8_lossy(value).into_owned()),
             _ => {} // id, retry and unknown fields carry nothing for us
@@ -229,6 +232,21 @@ impl SseFramer {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_cap_counts_the_decoded_bytes_of_invalid_utf8() {
+        // Found by the `sse_framer` fuzz target: 100 invalid bytes decode to 300.
+        let mut framer = SseFramer::with_max_event_bytes(256);
+        let mut out = Vec::new();
+        let mut line = b"data: ".to_vec();
+        line.extend([0xCA; 100]);
+        line.extend(b"\n\n");
+        assert_eq!(
+            framer.try_push(&line, &mut out),
+            Err(EventTooLarge { max_bytes: 256 })
+        );
+        assert!(out.is_empty());
+    }
+
     use super::*;
 
     fn frame(chunks: &[&[u8]]) -> (Vec<SseEvent>, Option<SseEvent>) {
