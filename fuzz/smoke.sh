@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Run every fuzz target for a few seconds from its seeds (a smoke run, not a campaign):
-#   bash smoke.sh [seconds per target, default 10]
+#   bash smoke.sh [seconds per target, default 10] [target ...]
 # Needs cargo-fuzz (`cargo install cargo-fuzz --locked`). Prints each target's executions.
 set -euo pipefail
 cd "$(dirname "$0")"
 seconds=${1:-10}
 targets=(sse_framer chat_request embeddings_request settings retry_after sdk_stream sdk_response)
+if [ $# -gt 1 ]; then targets=("${@:2}"); fi
 cargo fuzz build --sanitizer none
 for t in "${targets[@]}"; do
   mkdir -p "corpus/$t"
