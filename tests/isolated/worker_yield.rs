@@ -122,6 +122,9 @@ async fn looping_guest_calls_do_not_stall_good_calls_on_another_scope() {
         latencies[latencies.len() - 1],
         latencies.len()
     );
+    // Bounded in memory too: the slow calls' threads and fibers are gone with their calls.
+    let rss_mib = gw.rss_kib() / 1024;
+    assert!(rss_mib < 256, "gateway RSS {rss_mib} MiB");
     let health = gw.health().await;
     let sources = &health["scopes"]["FINE"]["sources"][0];
     assert_eq!(sources["breaker"], "closed", "{health}");
