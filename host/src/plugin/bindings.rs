@@ -37,35 +37,22 @@ use super::pool::World;
 use super::schedule::GuestFuture;
 use super::state::HostState;
 
-impl World for provider::Provider {
-    type Pre = provider::ProviderPre<HostState>;
+/// `World` for a generated world: instantiation is its `…Pre::instantiate_async`.
+macro_rules! world {
+    ($bindings:ty, $pre:ty) => {
+        impl World for $bindings {
+            type Pre = $pre;
 
-    fn instantiate<'a>(
-        pre: &'a Self::Pre,
-        store: &'a mut Store<HostState>,
-    ) -> GuestFuture<'a, Self> {
-        Box::pin(pre.instantiate_async(store))
-    }
+            fn instantiate<'a>(
+                pre: &'a Self::Pre,
+                store: &'a mut Store<HostState>,
+            ) -> GuestFuture<'a, Self> {
+                Box::pin(pre.instantiate_async(store))
+            }
+        }
+    };
 }
 
-impl World for selector::Selector {
-    type Pre = selector::SelectorPre<HostState>;
-
-    fn instantiate<'a>(
-        pre: &'a Self::Pre,
-        store: &'a mut Store<HostState>,
-    ) -> GuestFuture<'a, Self> {
-        Box::pin(pre.instantiate_async(store))
-    }
-}
-
-impl World for strategy::Strategy {
-    type Pre = strategy::StrategyPre<HostState>;
-
-    fn instantiate<'a>(
-        pre: &'a Self::Pre,
-        store: &'a mut Store<HostState>,
-    ) -> GuestFuture<'a, Self> {
-        Box::pin(pre.instantiate_async(store))
-    }
-}
+world!(provider::Provider, provider::ProviderPre<HostState>);
+world!(selector::Selector, selector::SelectorPre<HostState>);
+world!(strategy::Strategy, strategy::StrategyPre<HostState>);
