@@ -601,7 +601,7 @@ const LAYERING: &[Rule] = &[
         modules: &["cache"],
         may_not_import: &["plugin", "transport", "telemetry"],
         why: "the cache is independent of the call pipeline: it keys, stores and guards; \
-              pipeline/cache_layer.rs decides what is read, replayed and stored",
+              pipeline/cache_layer/ decides what is read, replayed and stored",
     },
     Rule {
         modules: &["governance"],
@@ -679,6 +679,21 @@ const API_RULES: &[ApiRule] = &[
         why: "the only listeners are the proxy and the mock upstream",
     },
     ApiRule {
+        name: "wall clock or randomness",
+        needles: &[
+            "SystemTime::now",
+            "rand::random",
+            "rand::rng",
+            "thread_rng",
+            "Uuid::now_v7",
+            "Uuid::new_v4",
+        ],
+        only_in: &["governance/clock.rs", "governance/entropy.rs"],
+        why: "the wall clock comes through the injected clock and every random draw (back-off \
+              jitter, call and attempt ids) through the one seeded source, so tests drive time \
+              and ids sort in the order they were made",
+    },
+    ApiRule {
         name: "wasmtime",
         needles: &["wasmtime::", "wasmtime_wasi"],
         only_in: &["plugin/"],
@@ -695,6 +710,11 @@ struct Exception {
 }
 
 const EXCEPTIONS: &[Exception] = &[
+    Exception {
+        file: "governance/contract_tests.rs",
+        api: "wall clock or randomness",
+        why: "a unique Redis key prefix per test run, so parallel runs never share keys",
+    },
     Exception {
         file: "bench/process.rs",
         api: "environment",
@@ -931,6 +951,202 @@ fn host_modules_import_only_in_the_directions_architecture_md_declares() {
 }
 
 // ---------------------------------------------------------------------------------------
+// No import circle among pipeline/ files (re-exports of a `mod.rs` aside).
+
+/// The paths named at `code[at..]` after a `crate::` or `super::` prefix, as segments:
+/// `a::b::C` → `[a, b, C]`, `{a::B, c}` → `[a, B]` and `[c]`; a nested group ends a path
+/// (`a::{B, C}` → `[a]`).
+fn path_segments(code: &str, at: usize) -> Vec<Vec<String>> {
+    let rest = &code[at..];
+    let one = |s: &str| -> Vec<String> {
+        let mut out = Vec::new();
+        let mut t = s;
+        loop {
+            let n = t.find(|c: char| !is_ident(c)).unwrap_or(t.len());
+            if n == 0 {
+                break;
+            }
+            out.push(t[..n].to_string());
+            match t[n..].strip_prefix("::") {
+                Some(more) => t = more,
+                None => break,
+            }
+        }
+        out
+    };
+    let Some(group) = rest.strip_prefix('{') else {
+        return vec![one(rest)];
+    };
+    let mut out = Vec::new();
+    let mut depth = 0;
+    let mut item_start = true;
+    for (k, c) in group.char_indices() {
+        match c {
+            '{' => depth += 1,
+            '}' if depth == 0 => break,
+            '}' => depth -= 1,
+            ',' if depth == 0 => item_start = true,
+            c if item_start && !c.is_whitespace() => {
+                item_start = false;
+                out.push(one(&group[k..]));
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+/// The pipeline files `code` (the lexed code of `file`, relative to `host/src/`) imports:
+/// each `crate::pipeline::…` or climbing `super::…` path resolved to the longest module
+/// prefix that is a file in `modules` (module path → file). Paths inside an inline module
+/// that stay in the file, and the file itself, are not edges.
+fn pipeline_imports(
+    file: &str,
+    code: &str,
+    modules: &std::collections::BTreeMap<Vec<String>, String>,
+) -> BTreeSet<String> {
+    let own = module_path(file);
+    let mut out = BTreeSet::new();
+    let mut depth: usize = 0;
+    let mut inline: Vec<usize> = Vec::new();
+    let mut pending_mod = false;
+    let mut resolve = |base: Vec<String>, paths: Vec<Vec<String>>| {
+        for segs in paths {
+            for k in (0..=segs.len()).rev() {
+                let mut m = base.clone();
+                m.extend(segs[..k].iter().cloned());
+                if let Some(f) = modules.get(&m) {
+                    if f != file {
+                        out.insert(f.clone());
+                    }
+                    break;
+                }
+            }
+        }
+    };
+    let mut i = 0;
+    while let Some(c) = code[i..].chars().next() {
+        let boundary = !code[..i]
+            .chars()
+            .next_back()
+            .is_some_and(|p| is_ident(p) || p == ':');
+        if c == '{' {
+            depth += 1;
+            if pending_mod {
+                inline.push(depth);
+                pending_mod = false;
+            }
+            i += 1;
+        } else if c == '}' {
+            if inline.last() == Some(&depth) {
+                inline.pop();
+            }
+            depth = depth.saturating_sub(1);
+            i += 1;
+        } else if c == ';' {
+            pending_mod = false;
+            i += 1;
+        } else if boundary && code[i..].starts_with("mod ") {
+            pending_mod = true;
+            i += 4;
+        } else if boundary && code[i..].starts_with("crate::pipeline::") {
+            let j = i + "crate::pipeline::".len();
+            resolve(vec!["pipeline".to_string()], path_segments(code, j));
+            i = j;
+        } else if boundary && code[i..].starts_with("super::") {
+            let mut k = 0;
+            let mut j = i;
+            while code[j..].starts_with("super::") {
+                k += 1;
+                j += "super::".len();
+            }
+            if k > inline.len() && k - inline.len() <= own.len() {
+                let base = own[..own.len() - (k - inline.len())].to_vec();
+                resolve(base, path_segments(code, j));
+            }
+            i = j;
+        } else {
+            i += c.len_utf8();
+        }
+    }
+    out
+}
+
+/// Every import circle among `files` (`(file, lexed code)`, paths relative to `host/src/`),
+/// each as the files around it; edges into `pipeline/mod.rs` (the public re-exports) are
+/// not counted.
+fn pipeline_cycles(files: &[(String, String)]) -> Vec<Vec<String>> {
+    let modules: std::collections::BTreeMap<Vec<String>, String> = files
+        .iter()
+        .map(|(f, _)| (module_path(f), f.clone()))
+        .collect();
+    let edges: std::collections::BTreeMap<String, BTreeSet<String>> = files
+        .iter()
+        .map(|(f, code)| {
+            let mut e = pipeline_imports(f, code, &modules);
+            e.remove("pipeline/mod.rs");
+            (f.clone(), e)
+        })
+        .collect();
+    // Depth-first search; a back edge closes a circle.
+    let mut cycles = Vec::new();
+    let mut done: BTreeSet<String> = BTreeSet::new();
+    fn visit(
+        f: &str,
+        edges: &std::collections::BTreeMap<String, BTreeSet<String>>,
+        path: &mut Vec<String>,
+        done: &mut BTreeSet<String>,
+        cycles: &mut Vec<Vec<String>>,
+    ) {
+        if let Some(at) = path.iter().position(|p| p == f) {
+            cycles.push(path[at..].to_vec());
+            return;
+        }
+        if done.contains(f) {
+            return;
+        }
+        path.push(f.to_string());
+        for g in edges.get(f).into_iter().flatten() {
+            visit(g, edges, path, done, cycles);
+        }
+        path.pop();
+        done.insert(f.to_string());
+    }
+    for (f, _) in files {
+        visit(f, &edges, &mut Vec::new(), &mut done, &mut cycles);
+    }
+    cycles
+}
+
+#[test]
+fn pipeline_files_import_each_other_without_a_circle() {
+    let src = root().join("host/src");
+    let files: Vec<(String, String)> = files("host/src/pipeline", &[".rs"])
+        .into_iter()
+        .map(|path| {
+            let file = path
+                .strip_prefix(&src)
+                .unwrap_or(&path)
+                .to_string_lossy()
+                .replace('\\', "/");
+            (file, lex(&read(&path)).code)
+        })
+        .collect();
+    assert!(files.len() > 30, "found the pipeline files");
+    let cycles = pipeline_cycles(&files);
+    let shown: Vec<String> = cycles
+        .iter()
+        .map(|c| format!("{} → {}", c.join(" → "), c[0]))
+        .collect();
+    assert!(
+        cycles.is_empty(),
+        "import circles among pipeline/ files (ARCHITECTURE.md, \"Layering\": the runtime floor \
+         at the bottom, the façade at the top, each layer importing only what is below it):\n  {}",
+        shown.join("\n  ")
+    );
+}
+
+// ---------------------------------------------------------------------------------------
 // The checkers themselves, on examples: each rule fails when broken.
 
 #[test]
@@ -1014,4 +1230,48 @@ fn the_checkers_catch_what_they_are_meant_to() {
         1
     );
     assert!(layering_violations("config/x.rs", &env.code, &modules).is_empty());
+
+    let tree = |files: &[(&str, &str)]| -> Vec<(String, String)> {
+        files
+            .iter()
+            .map(|(f, c)| (f.to_string(), lex(c).code))
+            .collect()
+    };
+    let circle = tree(&[
+        ("pipeline/mod.rs", "mod a; mod b; pub use a::X;"),
+        ("pipeline/a.rs", "use super::b::Y;"),
+        ("pipeline/b/mod.rs", "mod c;"),
+        ("pipeline/b/c.rs", "use super::super::{a::X, mod_item};"),
+    ]);
+    assert!(
+        pipeline_cycles(&circle).is_empty(),
+        "b/mod.rs does not import a"
+    );
+    let circle = tree(&[
+        ("pipeline/mod.rs", "mod a; mod b;"),
+        ("pipeline/a.rs", "use super::b::c::Z;"),
+        ("pipeline/b/mod.rs", "mod c;"),
+        (
+            "pipeline/b/c.rs",
+            "fn f() -> crate::pipeline::a::X { todo!() }",
+        ),
+    ]);
+    assert_eq!(
+        pipeline_cycles(&circle),
+        vec![vec![
+            "pipeline/a.rs".to_string(),
+            "pipeline/b/c.rs".to_string()
+        ]]
+    );
+    let inside = tree(&[
+        ("pipeline/mod.rs", "mod a;"),
+        (
+            "pipeline/a.rs",
+            "mod tests { use super::*; use super::super::mod_item; }",
+        ),
+    ]);
+    assert!(
+        pipeline_cycles(&inside).is_empty(),
+        "a test module's super is its file"
+    );
 }

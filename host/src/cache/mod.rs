@@ -2,7 +2,7 @@
 //! behind [`CacheBackend`] (in-process [`MemoryCache`], shared [`RedisCache`]), the guard
 //! that keeps a slow or dead backend from ever failing or stalling a call
 //! ([`ResponseCache`]), and the single-flight that coalesces identical calls in flight
-//! ([`SingleFlight`]). The pipeline's cache layer (`pipeline/cache_layer.rs`) decides what
+//! ([`SingleFlight`]). The pipeline's cache layer (`pipeline/cache_layer/`) decides what
 //! is read, replayed and stored.
 //!
 //! **Invariant:** a cache failure is never a call failure — reads miss, writes are dropped,

@@ -7,10 +7,13 @@ pub mod breaker;
 pub mod clock;
 #[cfg(test)]
 mod contract_tests;
+pub mod entropy;
 pub mod limiter;
 pub mod redis_conn;
+pub mod scope_config;
 pub mod stall;
 pub mod stats;
 
 pub use backoff::backoff_delay;
 pub use clock::{Clock, ManualClock, SharedClock, SystemClock};
+pub use entropy::Entropy;

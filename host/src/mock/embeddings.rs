@@ -26,8 +26,9 @@ use base64::Engine;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
+use super::chat::with_headers;
 use super::script::Step;
-use super::server::{MockState, request_hit, with_headers};
+use super::server::{MockState, request_hit};
 
 /// Dimensions when neither the request nor the step says.
 pub const DEFAULT_EMBEDDING_DIMS: usize = 8;

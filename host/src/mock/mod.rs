@@ -14,6 +14,7 @@
 //! every request it received (each hit has `path`, `at_ms`, `headers`, `authorization`, `body`
 //! or `multipart`, and `completed`/`cancelled`).
 
+mod chat;
 mod embeddings;
 mod ocr;
 mod script;

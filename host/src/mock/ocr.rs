@@ -35,8 +35,9 @@ use axum::routing::{get, post};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
+use super::chat::with_headers;
 use super::script::{DEFAULT_CONTENT, Layout, Step};
-use super::server::{MockState, request_hit, with_headers};
+use super::server::{MockState, request_hit};
 
 /// `layout_good.json`: the `_middle.json` of the `good` layout.
 pub const LAYOUT_GOOD_MIDDLE_JSON: &str = include_str!("fixtures/layout_good.json");

@@ -18,7 +18,7 @@ use crate::governance::stall::StallBudget;
 use crate::governance::stats::InFlightGuard;
 use crate::plugin::Candidate;
 
-use super::gateway::ScopeRuntime;
+use super::runtime::ScopeRuntime;
 
 /// `retry_after_s` of a failed-closed admission (the backend's recovery time is unknowable;
 /// 0 would stampede it).

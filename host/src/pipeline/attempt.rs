@@ -7,56 +7,16 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::config::MissingDone;
-use crate::plugin::{BuildError, Delta, ErrorClass, PluginChatRequest, PluginError, SseEvent};
+use crate::plugin::{BuildError, Delta, ErrorClass, PluginChatRequest, SseEvent};
 use crate::telemetry::UsageSource;
 use crate::transport::{LivenessTimeout, LivenessTimer, SseFramer, UpstreamError, Watchdog};
 
-use super::gateway::{Inner, SourceRuntime};
+use super::failure::AttemptFailure;
 use super::passthrough;
 use super::response::Accumulator;
-use super::sink::{CallState, Sink, SinkClosed};
+use super::runtime::{Inner, SourceRuntime};
+use super::sink::{CallState, Sink};
 use super::upstream::{self, transient};
-
-/// A classified upstream failure of one attempt.
-#[derive(Debug, Clone)]
-pub(crate) struct UpstreamFailure {
-    pub class: ErrorClass,
-    pub message: String,
-    pub code: Option<String>,
-    pub status: Option<u16>,
-    pub retry_after: Option<Duration>,
-    /// Short per-source reason (`network_error`, `timeout`, `rate_limited`, …).
-    pub short: &'static str,
-    /// What the log and the telemetry row get instead of `message`, when the client is
-    /// told less (a transport error: its kind to the client, the error with the URL, without
-    /// userinfo, to the row).
-    pub detail: Option<String>,
-}
-
-/// Why an attempt did not produce an answer.
-#[derive(Debug)]
-pub(crate) enum AttemptFailure {
-    Upstream(UpstreamFailure),
-    Plugin(PluginError),
-    /// The plugin refused the request as invalid (400, no other source tried).
-    BuildInvalid(String),
-    /// The plugin cannot serve this request; try another source.
-    Unsupported(String),
-    /// The client went away.
-    SinkClosed,
-}
-
-impl From<PluginError> for AttemptFailure {
-    fn from(e: PluginError) -> Self {
-        AttemptFailure::Plugin(e)
-    }
-}
-
-impl From<SinkClosed> for AttemptFailure {
-    fn from(_: SinkClosed) -> Self {
-        AttemptFailure::SinkClosed
-    }
-}
 
 /// What an attempt measured, whatever its outcome (for its telemetry row).
 #[derive(Debug, Default)]

@@ -15,8 +15,8 @@ use crate::plugin::ErrorClass;
 use crate::error::GatewayError;
 
 use super::admission::{CallAdmission, ProbeGuard};
-use super::attempt::{AttemptFailure, UpstreamFailure};
-use super::gateway::{ScopeRuntime, SourceRuntime};
+use super::failure::{AttemptFailure, UpstreamFailure};
+use super::runtime::{ScopeRuntime, SourceRuntime};
 
 /// How an attempt ended, as far as governance cares.
 pub(crate) enum Settlement<'a> {
@@ -30,15 +30,18 @@ pub(crate) enum Settlement<'a> {
     Unclassified,
 }
 
-/// The breaker outcome of a classified failure: 429 is rate limiting (not a failure),
+/// The breaker outcome of a classified failure: a 429 is rate limiting, not a failure
+/// ([`UpstreamFailure::is_rate_limit`]);
 /// a rejected request or an invalid result says the service is healthy.
 pub(crate) fn outcome_of(u: &UpstreamFailure) -> Outcome {
-    match (u.class, u.status) {
-        (ErrorClass::Transient, Some(429)) => Outcome::RateLimited,
-        (ErrorClass::Transient, _) => Outcome::Failure,
-        (ErrorClass::SourceDead, _) => Outcome::SourceDead,
-        (ErrorClass::RequestRejected, _) => Outcome::Success,
-        (ErrorClass::ResultInvalid, _) => Outcome::ResultInvalid,
+    if u.is_rate_limit() {
+        return Outcome::RateLimited;
+    }
+    match u.class {
+        ErrorClass::Transient => Outcome::Failure,
+        ErrorClass::SourceDead => Outcome::SourceDead,
+        ErrorClass::RequestRejected => Outcome::Success,
+        ErrorClass::ResultInvalid => Outcome::ResultInvalid,
     }
 }
 

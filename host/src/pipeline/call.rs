@@ -1,7 +1,8 @@
-//! One logical call from the top (docs/pipeline.md#layer-order): scope lookup, the telemetry
-//! layer (one terminal row, always — outside the deadline, so an expired call still leaves its
-//! row), the deadline (one hard boundary around everything inside), then the cache layer. A
-//! call the cache answered gets a cache-hit row instead of a terminal row.
+//! The two outer layers of a chat call (docs/pipeline.md#layer-order): telemetry (one
+//! terminal row for every call — outside the deadline, so an expired call still leaves its
+//! row; a call the cache answered gets a cache-hit row instead; a call dropped before its end
+//! gets a `cancelled` row from its guard) and the deadline (one hard boundary around
+//! everything inside it, cache I/O included).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -10,35 +11,38 @@ use tracing::Instrument;
 
 use crate::error::GatewayError;
 
-use super::cache_layer;
-use super::gateway::Inner;
+use super::layer::Layer;
 use super::request::ChatRequest;
 use super::response::ChatResponse;
-use super::rows;
+use super::rows::{self, CancelGuard};
+use super::runtime::{Inner, ScopeRuntime};
 use super::sink::{CallEvent, CallState, Sink};
 
-/// Run one logical call: deadline, retry loop, terminal telemetry row, and the `End` event.
-pub(crate) async fn run_call(
-    inner: Arc<Inner>,
-    req: ChatRequest,
+/// The telemetry layer: the call's span, its terminal row, and the `End` event.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Telemetry<N>(pub N);
+
+impl<N: Layer> Layer for Telemetry<N> {
+    fn serve<'a>(
+        self,
+        inner: &'a Arc<Inner>,
+        scope: &'a ScopeRuntime,
+        req: &'a ChatRequest,
+        st: &'a mut CallState,
+        sink: &'a mut Sink,
+    ) -> impl Future<Output = Result<ChatResponse, GatewayError>> + Send + 'a {
+        recorded(self.0, inner, scope, req, st, sink)
+    }
+}
+
+async fn recorded<N: Layer>(
+    next: N,
+    inner: &Arc<Inner>,
+    scope: &ScopeRuntime,
+    req: &ChatRequest,
+    st: &mut CallState,
     sink: &mut Sink,
 ) -> Result<ChatResponse, GatewayError> {
-    let Some(scope) = inner
-        .scopes
-        .iter()
-        .find(|s| s.settings.aliases.contains(&req.model))
-    else {
-        let known: Vec<&str> = inner
-            .scopes
-            .iter()
-            .flat_map(|s| s.settings.aliases.iter().map(String::as_str))
-            .collect();
-        return Err(GatewayError::ModelNotFound {
-            model: req.model.clone(),
-            known: known.join(", "),
-        });
-    };
-    let mut st = CallState::new();
     // If this future is dropped before the call ends (the client went away, the embedding
     // task was aborted), the guard still writes the call's terminal row. The row is built
     // only then, from the call's ids (the state itself is borrowed by the call).
@@ -49,24 +53,19 @@ pub(crate) async fn run_call(
         st.created_at_ms,
     );
     let recorder = &inner.recorder;
-    let req_ref = &req;
     let mut cancelled = CancelGuard {
         inner: inner.clone(),
         row: Some(move || {
-            let mut at_start = CallState::new();
-            (
-                at_start.call_id,
-                at_start.started,
-                at_start.created_unix,
-                at_start.created_at_ms,
-            ) = ids;
+            let (call_id, started, created_unix, created_at_ms) = ids;
+            let mut at_start = CallState::new(call_id, created_at_ms);
+            (at_start.started, at_start.created_unix) = (started, created_unix);
             let mut row = rows::terminal_row(
                 recorder,
                 scope,
-                req_ref,
+                req,
                 &at_start,
                 &Err(GatewayError::Internal(String::new())),
-                std::time::Duration::ZERO,
+                Duration::ZERO,
             );
             row.error_type = Some("cancelled".into());
             row.error = Some("the caller went away before the call finished".into());
@@ -76,39 +75,22 @@ pub(crate) async fn run_call(
         started: st.started,
     };
     let span = tracing::info_span!("call", call_id = %st.call_id, scope = %scope.settings.name);
-    let deadline = req.call_deadline.or(scope.settings.call_deadline);
-    let result = async {
-        match deadline {
-            Some(d) => {
-                match tokio::time::timeout(
-                    d,
-                    cache_layer::serve(&inner, scope, &req, &mut st, sink),
-                )
-                .await
-                {
-                    Ok(r) => r,
-                    Err(_) => Err(GatewayError::DeadlineExceeded {
-                        deadline_s: d.as_secs_f64(),
-                    }),
-                }
-            }
-            None => cache_layer::serve(&inner, scope, &req, &mut st, sink).await,
-        }
-    }
-    .instrument(span)
-    .await;
+    let result = next
+        .serve(inner, scope, req, st, sink)
+        .instrument(span)
+        .await;
     cancelled.row = None;
     let latency = st.started.elapsed();
     let row = match &result {
         Ok(r) if r.cache_hit => rows::cache_hit_row(
             &inner.recorder,
             scope,
-            &req,
-            &st,
+            req,
+            st,
             r,
             Duration::from_millis(r.latency_ms),
         ),
-        _ => rows::terminal_row(&inner.recorder, scope, &req, &st, &result, latency),
+        _ => rows::terminal_row(&inner.recorder, scope, req, st, &result, latency),
     };
     inner.recorder.record(row);
     if let (Ok(r), Sink::Channel(tx)) = (&result, &*sink) {
@@ -117,21 +99,32 @@ pub(crate) async fn run_call(
     result
 }
 
-/// Writes a `cancelled` terminal row when a call's future is dropped before it ends
-/// (attempts and source unknown at that point: NULL).
-pub(crate) struct CancelGuard<F: FnOnce() -> crate::telemetry::CallRow> {
-    pub inner: Arc<Inner>,
-    /// Builds the row to write if dropped; set to `None` once the call wrote its own.
-    pub row: Option<F>,
-    pub started: tokio::time::Instant,
-}
+/// The deadline layer: the request's `x-pgw-call-deadline-s`, else the scope's
+/// `{SCOPE}__CALL_DEADLINE_S`; expiry is 504 `deadline_exceeded` and drops everything inside.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Deadline<N>(pub N);
 
-impl<F: FnOnce() -> crate::telemetry::CallRow> Drop for CancelGuard<F> {
-    fn drop(&mut self) {
-        if let Some(build) = self.row.take() {
-            let mut row = build();
-            row.total_latency_ms = Some(self.started.elapsed().as_millis() as u64);
-            self.inner.recorder.record(row);
+impl<N: Layer> Layer for Deadline<N> {
+    fn serve<'a>(
+        self,
+        inner: &'a Arc<Inner>,
+        scope: &'a ScopeRuntime,
+        req: &'a ChatRequest,
+        st: &'a mut CallState,
+        sink: &'a mut Sink,
+    ) -> impl Future<Output = Result<ChatResponse, GatewayError>> + Send + 'a {
+        let deadline = req.call_deadline.or(scope.settings.call_deadline);
+        let inside = self.0.serve(inner, scope, req, st, sink);
+        async move {
+            match deadline {
+                Some(d) => match tokio::time::timeout(d, inside).await {
+                    Ok(r) => r,
+                    Err(_) => Err(GatewayError::DeadlineExceeded {
+                        deadline_s: d.as_secs_f64(),
+                    }),
+                },
+                None => inside.await,
+            }
         }
     }
 }

@@ -52,6 +52,9 @@ pub struct ChatResponse {
     pub attempts: u32,
     /// Milliseconds from the call's start to its end.
     pub latency_ms: u64,
+    /// Unix seconds at the call's start, from the gateway's clock (the OpenAI `created`).
+    #[serde(default)]
+    pub created: u64,
     /// Milliseconds from the answering attempt's request to its first token.
     pub ttft_ms: Option<f64>,
     /// Longest gap between two tokens of the answering attempt, in milliseconds.

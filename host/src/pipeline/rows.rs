@@ -2,7 +2,8 @@
 //! (or a cache-hit row) per logical call. NULL (`None`) where a value is unknown, never an
 //! invented number. Rows go to `Telemetry::record`, which adds the cost and the metrics.
 
-use std::time::{Duration, SystemTime};
+use std::sync::Arc;
+use std::time::Duration;
 
 use serde_json::{Map, Value};
 
@@ -10,21 +11,19 @@ use crate::error::GatewayError;
 use crate::plugin::ErrorClass;
 use crate::telemetry::{CallRow, RowKind, Telemetry, UsageSource};
 
-use super::attempt::{AttemptAnswer, AttemptFailure, AttemptMetrics};
-use super::gateway::{ScopeRuntime, SourceRuntime};
+use super::attempt::{AttemptAnswer, AttemptMetrics};
+use super::failure::AttemptFailure;
 use super::request::ChatRequest;
 use super::response::{ChatResponse, TokenUsage};
-use super::retry::ms;
+use super::runtime::{Inner, ScopeRuntime, SourceRuntime};
 use super::sink::CallState;
 
 /// Overlay keys that are not sampling parameters (structure, tools): left out of `sampling`.
 const NOT_SAMPLING: &[&str] = &["response_format", "tools", "tool_choice"];
 
-pub(crate) fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
+/// A duration in milliseconds, fractional (TTFT and inter-token gaps).
+pub(crate) fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
 }
 
 pub(crate) fn millis(d: Duration) -> u64 {
@@ -201,7 +200,15 @@ pub(crate) fn attempt_row(
     outcome: &Result<AttemptAnswer, AttemptFailure>,
     metrics: &AttemptMetrics,
 ) -> CallRow {
-    let mut row = base(tel, RowKind::Attempt, attempt_id, scope, req, st, now_ms());
+    let mut row = base(
+        tel,
+        RowKind::Attempt,
+        attempt_id,
+        scope,
+        req,
+        st,
+        scope.clock.unix_ms(),
+    );
     set_source(&mut row, source);
     row.sampling = sampling(req, Some(&source.settings.extra_body));
     row.latency_ms = Some(millis(metrics.latency));
@@ -371,6 +378,25 @@ impl<F: FnMut(Duration) -> CallRow> Drop for LeanAttemptRowGuard<'_, F> {
                 .into(),
         );
         self.tel.record(row);
+    }
+}
+
+/// Writes a `cancelled` terminal row when a call's future is dropped before it ends
+/// (attempts and source unknown at that point: NULL).
+pub(crate) struct CancelGuard<F: FnOnce() -> CallRow> {
+    pub inner: Arc<Inner>,
+    /// Builds the row to write if dropped; set to `None` once the call wrote its own.
+    pub row: Option<F>,
+    pub started: tokio::time::Instant,
+}
+
+impl<F: FnOnce() -> CallRow> Drop for CancelGuard<F> {
+    fn drop(&mut self) {
+        if let Some(build) = self.row.take() {
+            let mut row = build();
+            row.total_latency_ms = Some(self.started.elapsed().as_millis() as u64);
+            self.inner.recorder.record(row);
+        }
     }
 }
 

@@ -5,7 +5,7 @@
 
 use std::collections::VecDeque;
 use std::task::{Context, Poll};
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use tokio::sync::mpsc;
 use tokio::time::Instant;
@@ -13,8 +13,8 @@ use tokio::time::Instant;
 use crate::error::GatewayError;
 use crate::plugin::Delta;
 
-use super::gateway::SourceRuntime;
 use super::response::{Accumulator, ChatResponse, TokenUsage};
+use super::runtime::SourceRuntime;
 
 /// What `Gateway::chat_stream` yields.
 #[derive(Debug)]
@@ -203,15 +203,14 @@ pub(crate) struct CallState {
 }
 
 impl CallState {
-    pub(crate) fn new() -> Self {
-        let now = SystemTime::now()
-            .duration_since(SystemTime::UNIX_EPOCH)
-            .unwrap_or_default();
+    /// The state of a call `call_id` starting now, at wall-clock time `unix_ms` (Unix ms,
+    /// from the gateway's clock).
+    pub(crate) fn new(call_id: String, unix_ms: i64) -> Self {
         Self {
-            call_id: uuid::Uuid::now_v7().to_string(),
+            call_id,
             started: Instant::now(),
-            created_unix: now.as_secs(),
-            created_at_ms: now.as_millis() as i64,
+            created_unix: u64::try_from(unix_ms / 1000).unwrap_or(0),
+            created_at_ms: unix_ms,
             attempts: 0,
             committed: false,
             sent_content: String::new(),

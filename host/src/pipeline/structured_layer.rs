@@ -5,20 +5,40 @@
 //! A call whose `response_format` asks for JSON (`json_schema` or `json_object`) goes
 //! through the ladder (`structured::ladder`) with its strategy — `x-pgw-structured-strategy`
 //! or the scope's `{SCOPE}__STRUCTURED__STRATEGY`; every other call goes straight to the
-//! retry loop (a wrong `x-pgw-structured-strategy` is a 400 either way).
+//! layer inside (a wrong `x-pgw-structured-strategy` is a 400 either way).
+
+use std::sync::Arc;
 
 use crate::error::GatewayError;
 
-use super::gateway::{Inner, ScopeRuntime};
+use super::layer::Layer;
 use super::request::ChatRequest;
 use super::response::ChatResponse;
-use super::retry;
+use super::runtime::{Inner, ScopeRuntime};
 use super::sink::{CallState, Sink};
 use super::structured::{Target, ladder};
 
-/// Serve a call through the structured-output ladder, or straight through.
-pub(crate) async fn serve(
-    inner: &Inner,
+/// The structured-output layer, with the layers inside it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Structured<N>(pub N);
+
+impl<N: Layer> Layer for Structured<N> {
+    fn serve<'a>(
+        self,
+        inner: &'a Arc<Inner>,
+        scope: &'a ScopeRuntime,
+        req: &'a ChatRequest,
+        st: &'a mut CallState,
+        sink: &'a mut Sink,
+    ) -> impl Future<Output = Result<ChatResponse, GatewayError>> + Send + 'a {
+        serve(self.0, inner, scope, req, st, sink)
+    }
+}
+
+/// Serve a call through the structured-output ladder, or straight through to `next`.
+async fn serve<N: Layer>(
+    next: N,
+    inner: &Arc<Inner>,
     scope: &ScopeRuntime,
     req: &ChatRequest,
     st: &mut CallState,
@@ -27,8 +47,8 @@ pub(crate) async fn serve(
     let asked = req.structured_strategy.as_deref();
     let Some(target) = Target::from_overlay(&req.overlay)? else {
         inner.structured.check(&scope.settings, asked)?;
-        return retry::retry_loop(inner, scope, req, st, sink).await;
+        return next.serve(inner, scope, req, st, sink).await;
     };
     let strategy = inner.structured.for_call(&scope.settings, asked).await?;
-    ladder::run(inner, scope, req, &target, &strategy, st, sink).await
+    ladder::run(next, inner, scope, req, &target, &strategy, st, sink).await
 }

@@ -19,8 +19,8 @@ use crate::transport::{
     strip_userinfo,
 };
 
-use super::attempt::{AttemptFailure, UpstreamFailure};
-use super::gateway::SourceRuntime;
+use super::failure::{AttemptFailure, UpstreamFailure};
+use super::runtime::SourceRuntime;
 
 /// Most bytes of an error body kept for classification.
 pub(crate) const ERROR_BODY_CAP: usize = 64 * 1024;
@@ -346,6 +346,12 @@ pub(crate) fn body_cap(source: &SourceRuntime) -> usize {
     source.component.limits().memory_bytes / 4
 }
 
+/// The injected clock's wall time as a `SystemTime` (for an HTTP-date `Retry-After`).
+fn wall_clock(source: &SourceRuntime) -> std::time::SystemTime {
+    let ms = u64::try_from(source.clock.unix_ms()).unwrap_or(0);
+    std::time::SystemTime::UNIX_EPOCH + Duration::from_millis(ms)
+}
+
 /// Classify a non-2xx answer: the provider's `classify-error` on the status, headers and
 /// (capped) body, the retry hint from `Retry-After` and the plugin, and a short reason. The
 /// first `ERROR_BODY_CAP` bytes of the body are classified; a body over
@@ -383,7 +389,7 @@ pub(crate) async fn classify_status(
         .headers
         .get(reqwest::header::RETRY_AFTER)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| parse_retry_after(v, std::time::SystemTime::now(), &source.settings.name));
+        .and_then(|v| parse_retry_after(v, wall_clock(source), &source.settings.name));
     let plugin_hint = c.retry_after_ms.map(Duration::from_millis);
     let retry_after = match (header_hint, plugin_hint) {
         (Some(a), Some(b)) => Some(a.max(b)),

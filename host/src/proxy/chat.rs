@@ -79,11 +79,7 @@ pub(crate) async fn chat_completions(
     if !req.stream {
         return match state.gateway.chat(req).await {
             Ok(r) => {
-                let created = std::time::SystemTime::now()
-                    .duration_since(std::time::SystemTime::UNIX_EPOCH)
-                    .map(|d| d.as_secs())
-                    .unwrap_or(0);
-                let mut resp = Response::new(Body::from(completion_body(&r, created)));
+                let mut resp = Response::new(Body::from(completion_body(&r, r.created)));
                 resp.headers_mut().insert(
                     axum::http::header::CONTENT_TYPE,
                     HeaderValue::from_static("application/json"),

@@ -22,6 +22,7 @@ use tower_http::cors::{AllowHeaders, AllowMethods, AllowOrigin, CorsLayer, Expos
 
 use super::errors::plain_error;
 use crate::config::CorsOrigins;
+use crate::pipeline::Gateway;
 
 /// The response header that identifies a response: the call id for a call
 /// (`x-pgw-call-id`), a fresh UUID otherwise.
@@ -35,13 +36,18 @@ const PREFLIGHT_MAX_AGE: Duration = Duration::from_secs(600);
 
 /// Every response carries `x-request-id`: a call's id when the handler set
 /// `x-pgw-call-id`, else a fresh UUID (v7, so ids sort by time like call ids).
-pub(crate) async fn request_id(mut resp: Response) -> Response {
+pub(crate) async fn request_id(State(gateway): State<Gateway>, resp: Response) -> Response {
+    with_request_id(resp, || gateway.new_id())
+}
+
+/// `resp` with its `x-request-id`: the call id, else `fresh()`.
+fn with_request_id(mut resp: Response, fresh: impl FnOnce() -> String) -> Response {
     if resp.headers().contains_key(REQUEST_ID) {
         return resp;
     }
     let id = match resp.headers().get(CALL_ID) {
         Some(v) => v.clone(),
-        None => match HeaderValue::try_from(uuid::Uuid::now_v7().to_string()) {
+        None => match HeaderValue::try_from(fresh()) {
             Ok(v) => v,
             Err(_) => return resp,
         },
@@ -284,15 +290,17 @@ mod tests {
         futures_util::stream::poll_fn(move |cx| rx.poll_recv(cx))
     }
 
-    #[tokio::test]
-    async fn the_call_id_is_the_request_id_else_a_fresh_one() {
+    #[test]
+    fn the_call_id_is_the_request_id_else_a_fresh_one() {
         let mut resp = Response::new(Body::empty());
         resp.headers_mut()
             .insert(CALL_ID, HeaderValue::from_static("0190-call"));
-        let resp = request_id(resp).await;
+        let ids = crate::governance::Entropy::seeded(1);
+        let fresh = || ids.uuid_v7(1_700_000_000_000).to_string();
+        let resp = with_request_id(resp, fresh);
         assert_eq!(resp.headers()[REQUEST_ID], "0190-call");
-        let a = request_id(Response::new(Body::empty())).await;
-        let b = request_id(Response::new(Body::empty())).await;
+        let a = with_request_id(Response::new(Body::empty()), fresh);
+        let b = with_request_id(Response::new(Body::empty()), fresh);
         assert_eq!(a.headers()[REQUEST_ID].len(), 36);
         assert_ne!(a.headers()[REQUEST_ID], b.headers()[REQUEST_ID]);
     }

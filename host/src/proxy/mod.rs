@@ -101,7 +101,10 @@ fn router_draining(gateway: Gateway, draining: CancellationToken) -> Router {
         None => router,
     };
     // Outermost: every response, the CORS layer's and the body-read layer's included.
-    router.layer(axum::middleware::map_response(layers::request_id))
+    router.layer(axum::middleware::map_response_with_state(
+        gateway.clone(),
+        layers::request_id,
+    ))
 }
 
 /// Bind the listener, enforcing the loopback rule. Returns it with its bound address.

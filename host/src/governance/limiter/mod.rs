@@ -21,7 +21,7 @@ use tokio::sync::Notify;
 
 pub use memory::MemoryLimiter;
 pub use pacer::AdaptivePacer;
-pub use permit::{Denial, FailureKind, Permit, wait_for_capacity};
+pub use permit::{Denial, FailureKind, Permit};
 pub use redis::RedisLimiter;
 
 /// The limits of one gate group (the global group of a scope, or one source).

@@ -1,15 +1,10 @@
 //! The caller's side of the limiter: the [`Permit`] guard that settles a granted admission
 //! exactly once — explicitly with [`Permit::settle_now`] or, on cancellation, in `Drop` —
 //! with the value the settlement table of docs/limiter.md#settlement (S1–S8) prescribes for
-//! what the attempt knows at that moment; and the wait policy's sleep
-//! ([`wait_for_capacity`], [`Permit::acquire_waiting`]) that wakes on a release or after the
-//! window hint instead of polling.
+//! what the attempt knows at that moment. What a denied call does next (the wait policy) is
+//! decided in one place, `pipeline/admission.rs`, across every source of the scope.
 
-use std::pin::Pin;
 use std::sync::Arc;
-use std::time::Duration;
-
-use tokio::sync::futures::Notified;
 
 use super::{Admission, Gate, LimiterBackend, LimiterError, PermitId};
 
@@ -138,31 +133,6 @@ impl Permit {
         })
     }
 
-    /// Admit one attempt, waiting as long as it takes (the `wait` policy): after a denial
-    /// it sleeps until a permit is released (concurrency; re-checking at least every
-    /// `idle_recheck`, so a lease expiry nobody observes still frees it) or for the denial's
-    /// `retry_after_ms` (RPM/TPM). Bound it from outside (stall budget, deadline); dropping
-    /// the future holds nothing. `Err` only for a backend failure.
-    pub async fn acquire_waiting(
-        backend: &Arc<dyn LimiterBackend>,
-        source: &str,
-        est_tokens: u64,
-        idle_recheck: Duration,
-    ) -> Result<Permit, LimiterError> {
-        let notify = backend.released();
-        loop {
-            let notified = notify.notified();
-            tokio::pin!(notified);
-            // Registered before the attempt, so a release between the denial and the wait
-            // is not missed.
-            notified.as_mut().enable();
-            match Self::try_acquire(backend, source, est_tokens).await? {
-                Ok(permit) => return Ok(permit),
-                Err(denial) => wait_for_capacity(notified, &denial, idle_recheck).await,
-            }
-        }
-    }
-
     /// The permit's id.
     pub fn id(&self) -> PermitId {
         self.id
@@ -232,37 +202,6 @@ impl Drop for Permit {
     }
 }
 
-/// Sleep after `denial` until trying again is worthwhile: for concurrency until `notified`
-/// fires (a release) or `idle_recheck` passes; for RPM until `retry_after_ms`; for TPM until
-/// `retry_after_ms` or a release (a settle may refund tokens), whichever is first.
-/// `notified` must come from the backend's [`released`](LimiterBackend::released) notify and
-/// be enabled before the `try_acquire` that was denied. The sleep is on the tokio clock
-/// (the production limiter clock is the same one).
-pub async fn wait_for_capacity(
-    notified: Pin<&mut Notified<'_>>,
-    denial: &Denial,
-    idle_recheck: Duration,
-) {
-    let hint = denial.retry_after_ms.map(Duration::from_millis);
-    match denial.gate {
-        Gate::GlobalRpm | Gate::SourceRpm => {
-            tokio::time::sleep(hint.unwrap_or(idle_recheck)).await;
-        }
-        Gate::GlobalConcurrency | Gate::SourceConcurrency => {
-            tokio::select! {
-                _ = notified => {}
-                _ = tokio::time::sleep(idle_recheck) => {}
-            }
-        }
-        Gate::GlobalTpm | Gate::SourceTpm => {
-            tokio::select! {
-                _ = notified => {}
-                _ = tokio::time::sleep(hint.unwrap_or(idle_recheck)) => {}
-            }
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -272,6 +211,7 @@ mod tests {
     };
     use futures_util::future::BoxFuture;
     use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+    use std::time::Duration;
     use tokio::sync::Notify;
 
     const EST: u64 = 100;
@@ -573,6 +513,22 @@ mod tests {
         assert_eq!(flaky.settles.load(Ordering::SeqCst), 0);
     }
 
+    /// Try until granted, sleeping on the release notify between tries (re-checking every
+    /// 5 s). The test's own wait: the gateway's wait policy is admission's.
+    async fn acquire_waiting(b: &Arc<dyn LimiterBackend>, source: &str) -> Permit {
+        let notify = b.released();
+        loop {
+            let notified = notify.notified();
+            tokio::pin!(notified);
+            // Registered before the attempt, so a release in between is not missed.
+            notified.as_mut().enable();
+            if let Ok(p) = Permit::try_acquire(b, source, 0).await.unwrap() {
+                return p;
+            }
+            let _ = tokio::time::timeout(Duration::from_secs(5), notified).await;
+        }
+    }
+
     /// 200 tasks contend for 5 slots (global 8, source 5), waiting on the release notify:
     /// the slots are never over-used and all return.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -615,9 +571,7 @@ mod tests {
                 );
                 tokio::spawn(async move {
                     let source = if i % 4 == 0 { "b" } else { "a" };
-                    let mut p = Permit::acquire_waiting(&b, source, 0, Duration::from_secs(5))
-                        .await
-                        .unwrap();
+                    let mut p = acquire_waiting(&b, source).await;
                     let all = in_all.fetch_add(1, Ordering::SeqCst) + 1;
                     max_all.fetch_max(all, Ordering::SeqCst);
                     if source == "a" {

@@ -16,11 +16,11 @@ use crate::plugin::{
 };
 use crate::telemetry::{CallRow, UsageSource};
 
-use super::super::attempt::AttemptFailure;
-use super::super::gateway::{Inner, SourceRuntime};
+use super::super::failure::AttemptFailure;
 use super::super::lean::LeanOp;
 use super::super::lean::call::LeanCall;
 use super::super::rows::attempt_error;
+use super::super::runtime::{Inner, SourceRuntime};
 use super::super::upstream::{
     body_cap, classified, classify_status, read_body, request_headers, result_invalid, sent, url_of,
 };

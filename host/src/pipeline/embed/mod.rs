@@ -22,11 +22,11 @@ use crate::error::GatewayError;
 use crate::telemetry::{UsageSource, cap_text};
 
 use super::admission::deadline_at;
-use super::gateway::Inner;
 use super::lean::call::{LeanCall, scope_of, with_deadline};
 use super::lean::{self, LeanState};
 use super::options::CallOptions;
 use super::request::CacheMode;
+use super::runtime::Inner;
 
 pub(crate) use batch::summary;
 
@@ -469,21 +469,6 @@ async fn embed_inner(
         attempts: st.attempts,
         latency_ms: u64::try_from(call.started.elapsed().as_millis()).unwrap_or(u64::MAX),
     })
-}
-
-impl super::Gateway {
-    /// Embed `req.input` under the scope's governance: cached inputs are not sent again, the
-    /// rest go upstream in batches of at most each source's `MAX_BATCH`; vectors come back in
-    /// input order.
-    ///
-    /// Errors: 400 `invalid_request_error` (empty input, an empty text or token array,
-    /// `dimensions` 0, token-id arrays in a scope where no source takes them — naming `input`),
-    /// 404 `model_not_found`, 422 `result_invalid` (a batch with the wrong number of vectors
-    /// or dimension — the breaker records a success: the service is up), 503
-    /// `scope_unavailable`, 504 `deadline_exceeded`, 502 `plugin_fault`.
-    pub async fn embed(&self, req: EmbeddingRequest) -> Result<EmbeddingResponse, GatewayError> {
-        run_embed(self.inner(), req).await
-    }
 }
 
 #[cfg(test)]

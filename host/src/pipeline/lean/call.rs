@@ -8,12 +8,12 @@ use std::time::Duration;
 use serde_json::Value;
 
 use crate::error::GatewayError;
+use crate::governance::SharedClock;
 use crate::telemetry::{CallRow, RowKind, UsageSource};
 
-use super::super::call::CancelGuard;
-use super::super::gateway::{Inner, ScopeRuntime};
 use super::super::options::CallOptions;
-use super::super::rows::{millis, now_ms, set_source};
+use super::super::rows::{CancelGuard, millis, set_source};
+use super::super::runtime::{Inner, ScopeRuntime};
 use super::LeanState;
 
 /// One lean call in progress.
@@ -27,6 +27,8 @@ pub(crate) struct LeanCall {
     pub messages: Arc<str>,
     pub started: tokio::time::Instant,
     pub created_at_ms: i64,
+    /// The injected clock (the wall time of the call's rows).
+    clock: SharedClock,
 }
 
 impl LeanCall {
@@ -38,12 +40,13 @@ impl LeanCall {
         messages: &[Value],
     ) -> Self {
         Self {
-            call_id: uuid::Uuid::now_v7().to_string(),
+            call_id: scope.entropy.uuid_v7(scope.clock.unix_ms()).to_string(),
             scope: scope.settings.name.to_string(),
             options,
             messages: inner.recorder.stored_messages(messages),
             started: tokio::time::Instant::now(),
-            created_at_ms: now_ms(),
+            created_at_ms: scope.clock.unix_ms(),
+            clock: scope.clock.clone(),
         }
     }
 
@@ -72,10 +75,10 @@ impl LeanCall {
     pub(crate) fn attempt_row(
         &self,
         attempt_id: &str,
-        source: &super::super::gateway::SourceRuntime,
+        source: &super::super::runtime::SourceRuntime,
         latency: Duration,
     ) -> CallRow {
-        let mut row = self.row(RowKind::Attempt, attempt_id, now_ms());
+        let mut row = self.row(RowKind::Attempt, attempt_id, self.clock.unix_ms());
         set_source(&mut row, source);
         row.latency_ms = Some(millis(latency));
         row
@@ -141,17 +144,10 @@ pub(crate) fn scope_of<'a>(
     model: &str,
 ) -> Result<&'a ScopeRuntime, GatewayError> {
     inner
-        .scopes
-        .iter()
-        .find(|s| s.settings.aliases.iter().any(|a| a == model))
+        .scope_of(model)
         .ok_or_else(|| GatewayError::ModelNotFound {
             model: model.to_string(),
-            known: inner
-                .scopes
-                .iter()
-                .flat_map(|s| s.settings.aliases.iter().map(String::as_str))
-                .collect::<Vec<_>>()
-                .join(", "),
+            known: inner.known_aliases(),
         })
 }
 

@@ -1,6 +1,6 @@
-//! The lean governance loop of one-shot operations — an embedding batch, an OCR attempt
-//! (docs/pipeline.md#lean-loop): the same admission (selector → breaker → pacer → limiter), the
-//! same bookkeeping, back-off, stall budget and attempt rows as chat, and nothing chat-only:
+//! One-shot operations in the retry loop — an embedding batch, an OCR attempt
+//! (docs/pipeline.md#lean-loop): the same retry loop as chat (`retry::run`: admission, bookkeeping,
+//! back-off, stall budget) with attempt rows of their own, and nothing chat-only:
 //! no streaming watchdog, no commit point, no continuation. An operation ([`LeanOp`]) says
 //! which sources can serve it, runs one attempt on a source, and writes that attempt's row.
 
@@ -9,17 +9,13 @@ pub(crate) mod call;
 use std::future::Future;
 use std::time::Duration;
 
-use tracing::Instrument;
-
 use crate::error::GatewayError;
 use crate::telemetry::CallRow;
 
-use super::admission::{self, Admitted, CallAdmission};
-use super::attempt::AttemptFailure;
-use super::bookkeeping::{Settlement, Triage, final_error, settle_attempt, triage};
-use super::gateway::{Inner, ScopeRuntime, SourceRuntime};
-use super::retry::RetryBudget;
+use super::failure::AttemptFailure;
+use super::retry::{self, Operation};
 use super::rows::LeanAttemptRowGuard;
+use super::runtime::{Inner, ScopeRuntime, SourceRuntime};
 
 /// One kind of one-shot operation run through the lean loop.
 pub(crate) trait LeanOp: Sync {
@@ -78,10 +74,10 @@ pub(crate) struct LeanAnswer<T> {
     pub source: usize,
 }
 
-/// Run `op` to an answer or a final error: admit a source, attempt, settle, and on failure
-/// retry (transient, with back-off; 429s spend the stall budget instead of attempts), switch
-/// at once (source dead, unsupported) or stop (request rejected, result invalid, plugin
-/// fault). `seed` feeds the selector.
+/// Run `op` to an answer or a final error through the retry loop (`retry::run`): admit a
+/// source, attempt, settle, and on failure retry (transient, with back-off; 429s spend the
+/// stall budget instead of attempts), switch at once (source dead, unsupported) or stop
+/// (request rejected, result invalid, plugin fault). `seed` feeds the selector.
 pub(crate) async fn run<O: LeanOp>(
     inner: &Inner,
     scope: &ScopeRuntime,
@@ -89,45 +85,58 @@ pub(crate) async fn run<O: LeanOp>(
     st: &mut LeanState,
     seed: u64,
 ) -> Result<LeanAnswer<O::Output>, GatewayError> {
-    let mut call = CallAdmission::new(scope, st.deadline);
-    let mut budget = RetryBudget::new(scope);
-    // The source of this run's previous attempt: the selector treats it as a retry.
-    let mut previous: Option<usize> = None;
-    loop {
-        if budget.exhausted() {
-            return Err(budget.exhausted_error(scope, &mut call));
-        }
-        let serves = |i: usize| op.serves(&scope.sources[i]);
-        let admitted = admission::admit(scope, &mut call, previous, seed, &serves).await;
-        for (reason, waited) in call.waits.drain(..) {
-            inner
-                .recorder
-                .metrics()
-                .admission_wait(&scope.settings.name, reason.as_str(), waited);
-        }
-        let Admitted {
-            idx,
-            epoch,
-            probe,
-            mut permit,
-            _in_flight,
-        } = admitted?;
-        if let Some(tokens) = op.fixed_tokens() {
-            // Decided before anything is sent, so failure and cancellation settle it too.
-            permit.usage_known(tokens);
-        }
-        let source = &scope.sources[idx];
-        st.last_source = Some(idx);
-        previous = Some(idx);
-        st.attempts += 1;
-        let attempt_id = uuid::Uuid::now_v7().to_string();
-        permit.transport_started();
-        let span = tracing::info_span!("attempt", attempt_id = %attempt_id, source = %source.settings.name);
+    let deadline = st.deadline;
+    let mut lean = Lean {
+        op,
+        st,
+        previous: None,
+    };
+    retry::run(inner, scope, &mut lean, deadline, seed).await
+}
+
+/// A lean operation as the retry loop sees it.
+struct Lean<'o, O> {
+    op: &'o O,
+    st: &'o mut LeanState,
+    /// The source of this run's previous attempt: the selector treats it as a retry.
+    previous: Option<usize>,
+}
+
+impl<O: LeanOp> Operation for Lean<'_, O> {
+    type Output = O::Output;
+    type Answer = LeanAnswer<O::Output>;
+
+    fn serves(&self, source: &SourceRuntime) -> bool {
+        self.op.serves(source)
+    }
+
+    fn previous_source(&self) -> Option<usize> {
+        self.previous
+    }
+
+    fn fixed_tokens(&self) -> Option<u64> {
+        self.op.fixed_tokens()
+    }
+
+    fn started(&mut self, idx: usize) {
+        self.st.last_source = Some(idx);
+        self.previous = Some(idx);
+        self.st.attempts += 1;
+    }
+
+    async fn attempt<'a>(
+        &'a mut self,
+        inner: &'a Inner,
+        _scope: &'a ScopeRuntime,
+        source: &'a SourceRuntime,
+        attempt_id: &'a str,
+    ) -> (Result<O::Output, AttemptFailure>, Duration) {
+        let op = self.op;
         // Dropped mid-attempt (deadline, caller gone), the guard writes its `cancelled` row.
         let cut = LeanAttemptRowGuard::new(&inner.recorder, |latency| {
             op.attempt_row(
                 inner,
-                &attempt_id,
+                attempt_id,
                 source,
                 &Err(AttemptFailure::SinkClosed),
                 latency,
@@ -136,42 +145,25 @@ pub(crate) async fn run<O: LeanOp>(
         let started = tokio::time::Instant::now();
         let outcome = op
             .attempt(inner, source)
-            .instrument(span)
             .await
             .map_err(|f| super::upstream::scrub(source, f));
         let latency = started.elapsed();
         cut.finished();
-        drop(_in_flight);
-        st.last_attempt_ms = Some(u64::try_from(latency.as_millis()).unwrap_or(u64::MAX));
+        self.st.last_attempt_ms = Some(u64::try_from(latency.as_millis()).unwrap_or(u64::MAX));
         inner
             .recorder
-            .record(op.attempt_row(inner, &attempt_id, source, &outcome, latency));
-        let settlement = match &outcome {
-            Ok(out) => Settlement::Answered(op.settle_tokens(out)),
-            Err(AttemptFailure::Upstream(u)) => Settlement::Failed(u),
-            Err(_) => Settlement::Unclassified,
-        };
-        settle_attempt(scope, idx, epoch, probe, permit, settlement, latency).await;
-        let name = source.settings.name.to_string();
-        let failure = match outcome {
-            Ok(output) => {
-                scope.progress.mark(scope.clock.now_ms());
-                return Ok(LeanAnswer {
-                    output,
-                    source: idx,
-                });
-            }
-            Err(f) => f,
-        };
-        let up = match triage(&mut call, idx, source, failure) {
-            Triage::Stop(e) => return Err(e),
-            Triage::NextSource => continue,
-            Triage::Upstream(up) => up,
-        };
-        budget.count(&up);
-        if let Some(e) = final_error(&up, &name) {
-            return Err(e);
+            .record(op.attempt_row(inner, attempt_id, source, &outcome, latency));
+        (outcome, latency)
+    }
+
+    fn settle_tokens(&self, output: &O::Output) -> Option<u64> {
+        self.op.settle_tokens(output)
+    }
+
+    fn answered(&mut self, _scope: &ScopeRuntime, idx: usize, output: O::Output) -> Self::Answer {
+        LeanAnswer {
+            output,
+            source: idx,
         }
-        budget.recover(scope, &mut call, idx, &up, latency).await?;
     }
 }

@@ -11,8 +11,8 @@ use tokio::time::Instant;
 
 use crate::plugin::AuthScheme;
 
-use super::super::attempt::AttemptFailure;
-use super::super::gateway::{Inner, SourceRuntime};
+use super::super::failure::AttemptFailure;
+use super::super::runtime::{Inner, SourceRuntime};
 use super::super::upstream::{fault, read_capped, result_invalid, sent, transient};
 
 /// Largest archive downloaded (256 MiB); a larger one is `result_invalid`.

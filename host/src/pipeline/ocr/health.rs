@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use super::super::gateway::{Inner, SourceRuntime};
+use super::super::runtime::{Inner, SourceRuntime};
 use super::super::upstream::{request_headers, url_of};
 
 /// Longest wait for one probe (2 s); no answer by then is unhealthy.
@@ -88,14 +88,4 @@ pub(crate) async fn probe_all(inner: &Inner) -> OcrHealth {
         }
     }
     out
-}
-
-impl super::super::Gateway {
-    /// Probe the OCR services: `{scope: {source: healthy}}` for every OCR-capable source
-    /// whose provider has a health probe (2xx within 2 s = healthy). Never fails; sends the
-    /// probes on every call (the proxy's `/healthz` caches them for 5 s).
-    pub async fn check_ocr_health(&self) -> OcrHealth {
-        let inner = self.inner();
-        probe_all(&inner).await
-    }
 }

@@ -23,12 +23,13 @@ use crate::error::GatewayError;
 use crate::telemetry::UsageSource;
 
 use super::admission::deadline_at;
-use super::gateway::Inner;
 use super::lean::call::{LeanCall, scope_of, with_deadline};
 use super::lean::{self, LeanOp, LeanState};
+use super::runtime::Inner;
 use op::{LayoutOp, TextOp, Upload, layout_summary};
 
 pub use health::OcrHealth;
+pub(crate) use health::probe_all;
 pub use types::{
     MAX_IMAGE_BYTES, OcrElement, OcrLayoutResult, OcrPageSize, OcrRequest, OcrTextResult, OcrUsage,
 };
@@ -128,64 +129,68 @@ impl<T> Done<T> {
     }
 }
 
-impl super::Gateway {
-    /// Recognise the text of `req.image` (MonkeyOCR `POST /ocr/text`) on the scope's
-    /// OCR-capable sources, with failover.
-    ///
-    /// Errors: 400 `invalid_request_error` (empty or oversized image, bad file name),
-    /// 404 `model_not_found`, 422 `result_invalid` (the service could not read the image —
-    /// the breaker records a success), 503 `scope_unavailable` (no OCR-capable source, or
-    /// every attempt failed), 504 `deadline_exceeded`, 502 `plugin_fault`.
-    pub async fn recognize_text(&self, req: OcrRequest) -> Result<OcrTextResult, GatewayError> {
-        let d = run_ocr(
-            self.inner(),
-            req,
-            "text",
-            |call, upload| TextOp { call, upload },
-            |inner, t: &String| inner.recorder.stored_text(t),
-        )
-        .await?;
-        Ok(OcrTextResult {
-            latency_ms: d.latency_ms(),
-            call_id: d.call.call_id.clone(),
-            scope: d.call.scope.clone(),
-            text: d.output,
-            source_name: d.source_name,
-            model: d.model,
-            attempts: d.attempts,
-            usage: OcrUsage::ZERO,
-        })
-    }
+/// Recognise the text of `req.image` (MonkeyOCR `POST /ocr/text`) on the scope's
+/// OCR-capable sources, with failover.
+///
+/// Errors: 400 `invalid_request_error` (empty or oversized image, bad file name),
+/// 404 `model_not_found`, 422 `result_invalid` (the service could not read the image —
+/// the breaker records a success), 503 `scope_unavailable` (no OCR-capable source, or
+/// every attempt failed), 504 `deadline_exceeded`, 502 `plugin_fault`.
+pub(crate) async fn recognize_text(
+    inner: Arc<Inner>,
+    req: OcrRequest,
+) -> Result<OcrTextResult, GatewayError> {
+    let d = run_ocr(
+        inner,
+        req,
+        "text",
+        |call, upload| TextOp { call, upload },
+        |inner, t: &String| inner.recorder.stored_text(t),
+    )
+    .await?;
+    Ok(OcrTextResult {
+        latency_ms: d.latency_ms(),
+        call_id: d.call.call_id.clone(),
+        scope: d.call.scope.clone(),
+        text: d.output,
+        source_name: d.source_name,
+        model: d.model,
+        attempts: d.attempts,
+        usage: OcrUsage::ZERO,
+    })
+}
 
-    /// Parse the layout of `req.image` (MonkeyOCR `POST /parse` → archive → `*_middle.json`):
-    /// elements with boxes in page coordinates and the page sizes. Boxes that are
-    /// non-finite, reversed or of zero area are dropped and counted in `dropped_boxes`.
-    ///
-    /// Errors: as [`recognize_text`](Self::recognize_text); 422 `result_invalid` also for an
-    /// archive that is not a ZIP, has no `*_middle.json`, holds unparseable JSON or is larger
-    /// than 256 MiB (64 MiB decompressed).
-    pub async fn parse_layout(&self, req: OcrRequest) -> Result<OcrLayoutResult, GatewayError> {
-        let d = run_ocr(
-            self.inner(),
-            req,
-            "layout",
-            |call, upload| LayoutOp { call, upload },
-            |_, l| layout_summary(l),
-        )
-        .await?;
-        Ok(OcrLayoutResult {
-            latency_ms: d.latency_ms(),
-            call_id: d.call.call_id.clone(),
-            scope: d.call.scope.clone(),
-            elements: d.output.elements,
-            page_sizes: d.output.page_sizes,
-            dropped_boxes: d.output.dropped_boxes,
-            source_name: d.source_name,
-            model: d.model,
-            attempts: d.attempts,
-            usage: OcrUsage::ZERO,
-        })
-    }
+/// Parse the layout of `req.image` (MonkeyOCR `POST /parse` → archive → `*_middle.json`):
+/// elements with boxes in page coordinates and the page sizes. Boxes that are
+/// non-finite, reversed or of zero area are dropped and counted in `dropped_boxes`.
+///
+/// Errors: as [`recognize_text`]; 422 `result_invalid` also for an
+/// archive that is not a ZIP, has no `*_middle.json`, holds unparseable JSON or is larger
+/// than 256 MiB (64 MiB decompressed).
+pub(crate) async fn parse_layout(
+    inner: Arc<Inner>,
+    req: OcrRequest,
+) -> Result<OcrLayoutResult, GatewayError> {
+    let d = run_ocr(
+        inner,
+        req,
+        "layout",
+        |call, upload| LayoutOp { call, upload },
+        |_, l| layout_summary(l),
+    )
+    .await?;
+    Ok(OcrLayoutResult {
+        latency_ms: d.latency_ms(),
+        call_id: d.call.call_id.clone(),
+        scope: d.call.scope.clone(),
+        elements: d.output.elements,
+        page_sizes: d.output.page_sizes,
+        dropped_boxes: d.output.dropped_boxes,
+        source_name: d.source_name,
+        model: d.model,
+        attempts: d.attempts,
+        usage: OcrUsage::ZERO,
+    })
 }
 
 #[cfg(test)]

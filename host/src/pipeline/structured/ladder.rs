@@ -28,6 +28,8 @@
 //! it cannot honour. A mixed scope (say openai + deepseek) therefore gets prompt
 //! instructions and repair on every source, a uniform one gets the native schema.
 
+use std::sync::Arc;
+
 use serde_json::{Value, json};
 
 use crate::error::{GatewayError, StructuredFailure};
@@ -36,10 +38,10 @@ use crate::plugin::{
     StrategyComponent, ToolCallDelta,
 };
 
-use super::super::gateway::{Inner, ScopeRuntime};
+use super::super::layer::Layer;
 use super::super::request::ChatRequest;
 use super::super::response::{Accumulator, ChatResponse};
-use super::super::retry;
+use super::super::runtime::{Inner, ScopeRuntime};
 use super::super::sink::{CallState, Sink};
 use super::target::{Target, truncate};
 
@@ -53,8 +55,10 @@ enum Problem {
 }
 
 /// Run a structured call through the ladder (see the module docs).
-pub(crate) async fn run(
-    inner: &Inner,
+#[allow(clippy::too_many_arguments)]
+pub(crate) async fn run<N: Layer>(
+    next: N,
+    inner: &Arc<Inner>,
     scope: &ScopeRuntime,
     req: &ChatRequest,
     target: &Target,
@@ -72,7 +76,7 @@ pub(crate) async fn run(
     let mut reasks: u32 = 0;
     loop {
         let mut collect = Sink::Collect;
-        let mut answer = retry::retry_loop(inner, scope, &ask, st, &mut collect).await?;
+        let mut answer = next.serve(inner, scope, &ask, st, &mut collect).await?;
         if is_tool_call_answer(&answer) {
             // The caller offered tools and the model called one: `response_format` shapes
             // the text of an answer, and this answer has none. It goes back as it is.

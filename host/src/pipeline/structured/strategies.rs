@@ -13,7 +13,7 @@ use crate::config::ScopeSettings;
 use crate::error::GatewayError;
 use crate::plugin::{BUILTIN_STRATEGIES, PluginEngine, StrategyComponent, builtin_strategy_bytes};
 
-use super::super::gateway::StartError;
+use super::super::runtime::error::StartError;
 
 /// The header a caller picks a strategy with.
 pub(crate) const HEADER: &str = "x-pgw-structured-strategy";

@@ -15,24 +15,23 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde_json::{Value, json};
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
-use crate::cache::{CacheError, CachedAnswer, CallKey, Publisher, ResponseCache, SingleFlight};
-use crate::config::Settings;
+use crate::cache::{CachedAnswer, CallKey, Publisher};
 use crate::error::GatewayError;
-use crate::governance::SharedClock;
 use crate::plugin::{Delta, FinishReason, Passthrough, ToolCallDelta};
 
-use super::gateway::{Inner, ScopeRuntime};
+pub(crate) mod state;
+
+use super::layer::Layer;
 use super::request::{CacheMode, ChatRequest};
 use super::response::ChatResponse;
+use super::runtime::{Inner, ScopeRuntime};
 use super::sink::{CallEvent, CallState, EventTx, Sink, StreamStart, event_channel};
-use super::structured_layer;
 
-/// The result of a shared call, as every caller of the flight sees it.
-type Shared = Arc<Result<ChatResponse, GatewayError>>;
+use state::Shared;
+pub(crate) use state::{CacheRuntime, health};
 
 /// Capacity of the relay channel between the shared call and its leader (event batches).
 const RELAY_CAPACITY: usize = 64;
@@ -48,60 +47,26 @@ fn call_key(req: &ChatRequest) -> CallKey<'_> {
     }
 }
 
-/// Whether an answer may be stored: complete and successful — never salvaged from a stream
-/// without `[DONE]`, never empty, never itself a replay. (Failures, answers that failed the
-/// structured-output ladder and calls cut by a deadline never reach this point.) See
-/// docs/cache.md#what-is-stored.
-impl CachedAnswer for ChatResponse {
-    fn is_storable(&self) -> bool {
-        // An answer with no text is still an answer (a refusal, a `content_filter` stop, …):
-        // only one with no finish reason and nothing in it is not.
-        let empty = self.finish_reason.is_none()
-            && self.content.is_empty()
-            && self.tool_calls.is_empty()
-            && self.refusal.is_none()
-            && self
-                .upstream_fields
-                .as_ref()
-                .is_none_or(|f| f.message.is_none());
-        !(self.salvaged || self.cache_hit || empty)
+/// The cache layer, with the layers inside it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Cache<N>(pub N);
+
+impl<N: Layer> Layer for Cache<N> {
+    fn serve<'a>(
+        self,
+        inner: &'a Arc<Inner>,
+        scope: &'a ScopeRuntime,
+        req: &'a ChatRequest,
+        st: &'a mut CallState,
+        sink: &'a mut Sink,
+    ) -> impl Future<Output = Result<ChatResponse, GatewayError>> + Send + 'a {
+        serve(self.0, inner, scope, req, st, sink)
     }
 }
 
-/// The response cache and the single-flight of identical calls in flight.
-pub(crate) struct CacheRuntime {
-    pub cache: ResponseCache,
-    flights: SingleFlight<Shared>,
-}
-
-impl CacheRuntime {
-    /// The runtime for these settings; `None` when `PGW_CACHE_BACKEND=none`.
-    pub(crate) fn from_settings(
-        settings: &Settings,
-        clock: SharedClock,
-    ) -> Result<Option<Self>, CacheError> {
-        Ok(
-            ResponseCache::from_settings(settings, clock)?.map(|cache| Self {
-                cache,
-                flights: SingleFlight::new(),
-            }),
-        )
-    }
-}
-
-/// The cache's part of `/healthz`.
-pub(crate) fn health(rt: Option<&CacheRuntime>) -> Value {
-    let Some(rt) = rt else {
-        return json!({ "backend": "none" });
-    };
-    let mut v = serde_json::to_value(rt.cache.status()).unwrap_or_else(|_| json!({}));
-    v["in_flight"] = json!(rt.flights.in_flight());
-    v["waiting_callers"] = json!(rt.flights.callers());
-    v
-}
-
-/// Serve a call through the cache.
-pub(crate) async fn serve(
+/// Serve a call through the cache, `next` on a miss.
+async fn serve<N: Layer>(
+    next: N,
     inner: &Arc<Inner>,
     scope: &ScopeRuntime,
     req: &ChatRequest,
@@ -110,16 +75,23 @@ pub(crate) async fn serve(
 ) -> Result<ChatResponse, GatewayError> {
     let rt = match &inner.cache {
         Some(rt) if req.cache_mode != CacheMode::Bypass => rt,
-        _ => return structured_layer::serve(inner, scope, req, st, sink).await,
+        _ => return next.serve(inner, scope, req, st, sink).await,
     };
     let scope_name = &scope.settings.name;
     let (Some(key), Some(scope_idx)) = (
         rt.cache.key(scope_name, &call_key(req)),
         inner.scopes.iter().position(|s| std::ptr::eq(s, scope)),
     ) else {
-        return structured_layer::serve(inner, scope, req, st, sink).await;
+        return next.serve(inner, scope, req, st, sink).await;
     };
-    let result = serve_cached(rt, inner, scope, scope_idx, key, req, st, sink).await;
+    let at = Flight {
+        rt,
+        inner,
+        scope,
+        scope_idx,
+        key,
+    };
+    let result = serve_cached(next, at, req, st, sink).await;
     // `/metrics`: a hit is a call answered without an upstream call of its own (a stored
     // answer, or the answer of an identical call in flight).
     let hit = matches!(&result, Ok(r) if r.cache_hit);
@@ -127,17 +99,29 @@ pub(crate) async fn serve(
     result
 }
 
-#[allow(clippy::too_many_arguments)]
-async fn serve_cached(
-    rt: &CacheRuntime,
-    inner: &Arc<Inner>,
-    scope: &ScopeRuntime,
+/// Where a cached call's flight is: the cache, the configuration and scope, and the key.
+struct Flight<'a> {
+    rt: &'a CacheRuntime,
+    inner: &'a Arc<Inner>,
+    scope: &'a ScopeRuntime,
     scope_idx: usize,
     key: String,
+}
+
+async fn serve_cached<N: Layer>(
+    next: N,
+    at: Flight<'_>,
     req: &ChatRequest,
     st: &mut CallState,
     sink: &mut Sink,
 ) -> Result<ChatResponse, GatewayError> {
+    let Flight {
+        rt,
+        inner,
+        scope,
+        scope_idx,
+        key,
+    } = at;
     let scope_name = &scope.settings.name;
     if let Some(hit) = rt.cache.lookup::<ChatResponse>(&key).await {
         return replay(hit, scope_name, Duration::ZERO, st, sink).await;
@@ -155,6 +139,7 @@ async fn serve_cached(
     // Only a leader builds the shared call (the closure runs only then).
     let flight = rt.flights.join(&key, |publisher| {
         SharedCall {
+            next,
             inner: inner.clone(),
             scope_idx,
             req: req.clone(),
@@ -200,7 +185,7 @@ async fn serve_cached(
             replay(answer.clone(), scope_name, latency, st, sink).await
         }
         Some(Err(GatewayError::StreamInterrupted { .. })) | None => {
-            let result = structured_layer::serve(inner, scope, req, st, sink).await;
+            let result = next.serve(inner, scope, req, st, sink).await;
             if let (Ok(answer), true) = (&result, store) {
                 rt.cache.store(scope_name, &key, answer).await;
             }
@@ -213,16 +198,15 @@ async fn serve_cached(
 /// A fresh call state for the shared call, with the leader's ids and start time (so its
 /// answer, events and telemetry rows carry the leader's call id).
 fn same_call(st: &CallState) -> CallState {
-    let mut s = CallState::new();
-    s.call_id = st.call_id.clone();
+    let mut s = CallState::new(st.call_id.clone(), st.created_at_ms);
     s.started = st.started;
-    s.created_unix = st.created_unix;
-    s.created_at_ms = st.created_at_ms;
     s
 }
 
 /// The leader's call, run in its own task by the single-flight.
-struct SharedCall {
+struct SharedCall<N> {
+    /// The layers inside the cache.
+    next: N,
     inner: Arc<Inner>,
     scope_idx: usize,
     req: ChatRequest,
@@ -235,9 +219,10 @@ struct SharedCall {
     store: bool,
 }
 
-impl SharedCall {
+impl<N: Layer> SharedCall<N> {
     async fn run(self, publisher: Publisher<Shared>) {
         let SharedCall {
+            next,
             inner,
             scope_idx,
             req,
@@ -255,13 +240,14 @@ impl SharedCall {
         };
         let result = match relay {
             None => {
-                structured_layer::serve(&inner, scope, &req, &mut state, &mut Sink::Collect).await
+                next.serve(&inner, scope, &req, &mut state, &mut Sink::Collect)
+                    .await
             }
             Some(leader) => {
                 let (tx, mut rx) = event_channel(RELAY_CAPACITY);
                 let call = async {
                     let mut sink = Sink::Channel(tx);
-                    structured_layer::serve(&inner, scope, &req, &mut state, &mut sink).await
+                    next.serve(&inner, scope, &req, &mut state, &mut sink).await
                 };
                 // Forward to the leader while it listens; once it is gone keep draining, so
                 // the call goes on for the followers.
@@ -302,6 +288,7 @@ async fn replay(
     sink: &mut Sink,
 ) -> Result<ChatResponse, GatewayError> {
     r.call_id = st.call_id.clone();
+    r.created = st.created_unix;
     r.scope = scope_name.to_string();
     r.attempts = 0;
     r.latency_ms = latency.as_millis() as u64;

@@ -1,0 +1,57 @@
+//! The one place that composes a chat call (docs/pipeline.md#layer-order): which layers it
+//! goes through, in which order, and why that order. Each layer is given the rest of the
+//! stack as its `next` (`layer.rs`); none names the layer beneath it.
+
+use std::sync::Arc;
+
+use crate::error::GatewayError;
+
+use super::cache_layer::Cache;
+use super::call::{Deadline, Telemetry};
+use super::layer::Layer;
+use super::request::ChatRequest;
+use super::response::ChatResponse;
+use super::retry::Retry;
+use super::runtime::Inner;
+use super::sink::{CallState, Sink};
+use super::structured_layer::Structured;
+
+/// The layers of a chat call, outermost first.
+fn chat_stack() -> impl Layer {
+    // Telemetry outermost: every call leaves one terminal row, even one its deadline cut.
+    Telemetry(
+        // The deadline: one hard bound around everything below it, cache I/O included.
+        Deadline(
+            // The cache: a hit never touches the limiter, the breaker or the upstream, and
+            // identical calls in flight share one upstream call.
+            Cache(
+                // Structured output inside the cache: a re-ask is a real attempt, and the
+                // cache only ever stores an answer the ladder validated.
+                Structured(
+                    // The retry loop: admission, attempts, and every decision to retry.
+                    Retry,
+                ),
+            ),
+        ),
+    )
+}
+
+/// Run one chat call on the configuration `inner`: find the scope of `req.model` (404
+/// `model_not_found` otherwise), then the stack. A streamed call's events go to `sink`.
+pub(crate) async fn run_call(
+    inner: Arc<Inner>,
+    req: ChatRequest,
+    sink: &mut Sink,
+) -> Result<ChatResponse, GatewayError> {
+    let Some(scope) = inner.scope_of(&req.model) else {
+        return Err(GatewayError::ModelNotFound {
+            model: req.model.clone(),
+            known: inner.known_aliases(),
+        });
+    };
+    let mut st = CallState::new(
+        scope.entropy.uuid_v7(scope.clock.unix_ms()).to_string(),
+        scope.clock.unix_ms(),
+    );
+    chat_stack().serve(&inner, scope, &req, &mut st, sink).await
+}
