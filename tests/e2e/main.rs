@@ -30,6 +30,7 @@ mod repo_rules;
 mod sandbox;
 mod scale_out;
 mod sdk;
+mod sdk_wit;
 mod selectors;
 mod streaming;
 mod structured;

@@ -1,5 +1,10 @@
-//! The Rust bindings generated from the WIT contract (`wit/`, world `provider`) by
+//! The Rust bindings generated from the WIT contract (world `provider`) by
 //! `wit_bindgen::generate!`, and the `export_provider!` macro that exports a component.
+//!
+//! All three binding sets read the crate's own `wit/` (`plugins/sdk/wit/`), a copy of the
+//! repository's `wit/` kept identical by `tests/e2e/sdk_wit.rs`, so the crate builds wherever
+//! it is fetched from (a git checkout, a registry package). After editing `wit/`, refresh it:
+//! `rm -r plugins/sdk/wit && cp -r wit plugins/sdk/`.
 //!
 //! The generated types (records, variants, enums) are plain Rust values that compile and work
 //! on any target, so the SDK's logic and its tests use them directly; only the export glue
@@ -15,7 +20,7 @@
 
 wit_bindgen::generate!({
     world: "provider",
-    path: "../../wit",
+    path: "wit",
     // Component crates export with `polygateway_plugin_sdk::export_provider!(MyProvider);`
     // without depending on wit-bindgen themselves.
     pub_export_macro: true,

@@ -1,4 +1,4 @@
-//! The Rust bindings generated from the WIT contract (`wit/`, world `selector`) by
+//! The Rust bindings generated from the WIT contract (the crate's `wit/`, world `selector`) by
 //! `wit_bindgen::generate!`, and the `export_selector!` macro that exports a selector
 //! component.
 //!
@@ -16,7 +16,7 @@
 
 wit_bindgen::generate!({
     world: "selector",
-    path: "../../wit",
+    path: "wit",
     // Component crates export with `polygateway_plugin_sdk::export_selector!(MySelector);`
     // without depending on wit-bindgen themselves.
     pub_export_macro: true,

@@ -1,4 +1,4 @@
-//! The Rust bindings generated from the WIT contract (`wit/`, world `strategy`) by
+//! The Rust bindings generated from the WIT contract (the crate's `wit/`, world `strategy`) by
 //! `wit_bindgen::generate!`, and the `export_strategy!` macro that exports a structured-output
 //! strategy component.
 //!
@@ -17,7 +17,7 @@
 
 wit_bindgen::generate!({
     world: "strategy",
-    path: "../../wit",
+    path: "wit",
     with: {
         "polygateway:plugin/types@0.1.0": crate::bindings::polygateway::plugin::types,
     },

@@ -5,7 +5,7 @@ use polygateway_plugin_sdk::CONTRACT_VERSION;
 
 #[test]
 fn contract_version_is_the_wit_package_version() {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../wit");
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("wit");
     for file in ["types.wit", "provider.wit"] {
         let text = std::fs::read_to_string(dir.join(file)).unwrap();
         let package = text

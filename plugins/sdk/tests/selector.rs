@@ -9,7 +9,7 @@ use polygateway_plugin_sdk::{
 
 #[test]
 fn selector_wit_is_the_sdk_contract_version() {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../wit/selector.wit");
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("wit/selector.wit");
     let text = std::fs::read_to_string(path).unwrap();
     let package = text
         .lines()

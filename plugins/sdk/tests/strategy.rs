@@ -11,7 +11,7 @@ use polygateway_plugin_sdk::{
 
 #[test]
 fn strategy_wit_is_the_sdk_contract_version() {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../wit/strategy.wit");
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("wit/strategy.wit");
     let text = std::fs::read_to_string(path).unwrap();
     let package = text
         .lines()
