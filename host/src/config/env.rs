@@ -331,4 +331,39 @@ mod tests {
         assert_eq!(p.len(), 1);
         assert!(p[0].message.contains("no sources"));
     }
+
+    #[test]
+    fn the_selector_is_typed_at_parse_time() {
+        let base = [
+            ("LLM__OPENAI__1__BASE_URL", "http://a"),
+            ("LLM__OPENAI__1__MODEL", "m"),
+        ];
+        let with = |v: &'static str| {
+            let mut list = base.to_vec();
+            list.push(("LLM__SELECTOR", v));
+            list
+        };
+        let s = settings_from_vars(vars(&base)).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            s.scopes[0].governance.selector,
+            crate::config::DEFAULT_SELECTOR
+        );
+        assert_eq!(s.scopes[0].governance.selector.to_string(), "health-aware");
+        let s =
+            settings_from_vars(vars(&with(" /opt/sel.wasm "))).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            s.scopes[0].governance.selector,
+            crate::config::SelectorRef::File("/opt/sel.wasm".into())
+        );
+        let p = problems(&with("random"));
+        assert_eq!(
+            p,
+            vec![ConfigProblem {
+                key: "LLM__SELECTOR".into(),
+                message:
+                    "expected health-aware|round-robin|least-inflight or a .wasm path, got `random`"
+                        .into(),
+            }]
+        );
+    }
 }

@@ -5,6 +5,7 @@
 
 use std::time::Duration;
 
+use super::plugins::{FirstPartySelector, SelectorRef};
 use super::problems::Problems;
 use super::vars::{Vars, seconds};
 
@@ -26,10 +27,7 @@ pub const DEFAULT_STALL_WINDOW: Duration = Duration::from_secs(300);
 /// The RPM/TPM sliding window: providers state their limits per minute.
 pub const DEFAULT_RATE_WINDOW: Duration = Duration::from_secs(60);
 /// `{SCOPE}__SELECTOR`: prefers healthy, fast sources and needs no tuning.
-pub const DEFAULT_SELECTOR: &str = "health-aware";
-
-/// The first-party selector names `{SCOPE}__SELECTOR` accepts.
-const FIRST_PARTY_SELECTORS: [&str; 3] = ["health-aware", "round-robin", "least-inflight"];
+pub const DEFAULT_SELECTOR: SelectorRef = SelectorRef::FirstParty(FirstPartySelector::HealthAware);
 
 /// Scope keys of this section: the part after `{SCOPE}__`.
 pub(super) const KEYS: &[&str] = &[
@@ -94,9 +92,9 @@ pub struct GovernanceSettings {
     pub global_tpm: u64,
     /// Length of the RPM/TPM sliding window (60 s; tests shrink it through `Settings`).
     pub rate_window: Duration,
-    /// `{SCOPE}__SELECTOR`: a first-party selector name or a `.wasm` path (default
+    /// `{SCOPE}__SELECTOR`: a first-party selector or a `.wasm` path (default
     /// `health-aware`).
-    pub selector: String,
+    pub selector: SelectorRef,
 }
 
 impl Default for GovernanceSettings {
@@ -114,7 +112,7 @@ impl Default for GovernanceSettings {
             global_rpm: 0,
             global_tpm: 0,
             rate_window: DEFAULT_RATE_WINDOW,
-            selector: DEFAULT_SELECTOR.into(),
+            selector: DEFAULT_SELECTOR,
         }
     }
 }
@@ -204,19 +202,16 @@ fn wait_policy(vars: &Vars, name: &str, problems: &mut Problems) -> Option<WaitP
 }
 
 /// `SELECTOR`: a first-party selector name (exactly) or a `.wasm` path.
-fn selector(vars: &Vars, problems: &mut Problems) -> Option<String> {
+fn selector(vars: &Vars, problems: &mut Problems) -> Option<SelectorRef> {
     let (key, v) = vars.raw("SELECTOR")?;
     let v = v.trim();
-    if FIRST_PARTY_SELECTORS.contains(&v) || v.ends_with(".wasm") {
-        Some(v.to_string())
-    } else {
+    let selector = SelectorRef::from_config(v);
+    if selector.is_none() {
+        let names = FirstPartySelector::ALL.map(FirstPartySelector::name);
         problems.add(
             key,
-            format!(
-                "expected {} or a .wasm path, got `{v}`",
-                FIRST_PARTY_SELECTORS.join("|")
-            ),
+            format!("expected {} or a .wasm path, got `{v}`", names.join("|")),
         );
-        None
     }
+    selector
 }

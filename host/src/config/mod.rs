@@ -41,7 +41,10 @@ pub use governance::{
 };
 pub use limits::{DEFAULT_SSE_MAX_EVENT_BYTES, DEFAULT_UPSTREAM_MAX_BODY_BYTES, UpstreamLimits};
 pub use listener::{CorsOrigins, ListenerSettings};
-pub use plugins::{DEFAULT_PLUGIN_MEMORY_BYTES, DEFAULT_PLUGIN_TIMEOUT, FirstParty, PluginRef};
+pub use plugins::{
+    DEFAULT_PLUGIN_MEMORY_BYTES, DEFAULT_PLUGIN_TIMEOUT, FirstParty, FirstPartySelector, PluginRef,
+    SelectorRef,
+};
 pub use problems::{ConfigError, ConfigProblem};
 pub use process::{DEFAULT_LISTEN, DEFAULT_LOG_FILTER, DEFAULT_MAX_BODY_BYTES, ProcessSettings};
 pub use scope::{

@@ -1,5 +1,6 @@
 //! The plugins section: which component a source uses (`FirstParty`, `PluginRef`, read from
-//! a source's `PLUGIN` field) and the process-wide plugin keys (`PGW_PLUGIN_CACHE_DIR`,
+//! a source's `PLUGIN` field) and which selector a scope uses (`FirstPartySelector`,
+//! `SelectorRef`, read from `{SCOPE}__SELECTOR`), and the process-wide plugin keys (`PGW_PLUGIN_CACHE_DIR`,
 //! `PGW_PLUGIN_TIMEOUT_MS`, `PGW_PLUGIN_MEMORY_MB`, `PGW_PLUGIN_MAX_BYTES`) with their
 //! defaults and parser.
 
@@ -87,6 +88,73 @@ impl PluginRef {
     }
 }
 
+/// The first-party selector components embedded in the binary (`plugin::builtin`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FirstPartySelector {
+    /// `health-aware`: power of two choices on health and load.
+    HealthAware,
+    /// `round-robin`.
+    RoundRobin,
+    /// `least-inflight`.
+    LeastInflight,
+}
+
+impl FirstPartySelector {
+    /// All first-party selectors, the default first.
+    pub const ALL: [FirstPartySelector; 3] = [
+        FirstPartySelector::HealthAware,
+        FirstPartySelector::RoundRobin,
+        FirstPartySelector::LeastInflight,
+    ];
+
+    /// The name used in `{SCOPE}__SELECTOR`.
+    pub fn name(self) -> &'static str {
+        match self {
+            FirstPartySelector::HealthAware => "health-aware",
+            FirstPartySelector::RoundRobin => "round-robin",
+            FirstPartySelector::LeastInflight => "least-inflight",
+        }
+    }
+
+    /// Look a first-party selector up by its exact name.
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|s| s.name() == name)
+    }
+}
+
+/// Which selector component a scope uses (`{SCOPE}__SELECTOR`). `Display` gives back the
+/// configured text: the first-party name, or the path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SelectorRef {
+    /// A component embedded in the binary.
+    FirstParty(FirstPartySelector),
+    /// A component file loaded at start-up.
+    File(PathBuf),
+}
+
+impl SelectorRef {
+    /// The reference a `{SCOPE}__SELECTOR` value (trimmed) names: a first-party selector by
+    /// its exact name or a `.wasm` path; `None` for anything else.
+    pub(super) fn from_config(v: &str) -> Option<Self> {
+        if let Some(s) = FirstPartySelector::from_name(v) {
+            Some(SelectorRef::FirstParty(s))
+        } else if v.ends_with(".wasm") {
+            Some(SelectorRef::File(PathBuf::from(v)))
+        } else {
+            None
+        }
+    }
+}
+
+impl std::fmt::Display for SelectorRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SelectorRef::FirstParty(s) => f.write_str(s.name()),
+            SelectorRef::File(path) => write!(f, "{}", path.display()),
+        }
+    }
+}
+
 /// The process-wide plugin keys, as `ProcessSettings` holds them.
 pub(super) struct PluginSettings {
     /// `PGW_PLUGIN_CACHE_DIR`.
@@ -158,6 +226,47 @@ fn parse_max_bytes(vars: &Vars, problems: &mut Problems) -> u64 {
                 format!("expected a positive integer (bytes), got `{v}`"),
             );
             0
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn first_party_selectors_are_the_embedded_ones() {
+        let names = FirstPartySelector::ALL.map(FirstPartySelector::name);
+        assert_eq!(names, crate::plugin::BUILTIN_SELECTORS);
+        for name in names {
+            assert!(
+                crate::plugin::builtin_selector_bytes(name).is_some(),
+                "{name}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_selector_reference_shows_the_configured_text() {
+        for text in [
+            "health-aware",
+            "round-robin",
+            "least-inflight",
+            "/opt/pgw/mine.wasm",
+        ] {
+            let r = SelectorRef::from_config(text).unwrap_or_else(|| panic!("{text}"));
+            assert_eq!(r.to_string(), text);
+        }
+        assert_eq!(
+            SelectorRef::from_config("round-robin"),
+            Some(SelectorRef::FirstParty(FirstPartySelector::RoundRobin))
+        );
+        assert_eq!(
+            SelectorRef::from_config("sel.wasm"),
+            Some(SelectorRef::File(PathBuf::from("sel.wasm")))
+        );
+        for bad in ["Health-Aware", "random", "", "x.WASM"] {
+            assert_eq!(SelectorRef::from_config(bad), None, "{bad}");
         }
     }
 }

@@ -515,9 +515,10 @@ impl Gateway {
             }
         }
         for s in &new.settings.scopes {
-            plugins.push(match builtin_selector_bytes(&s.governance.selector) {
-                Some(_) => format!("builtin:{}", s.governance.selector),
-                None => s.governance.selector.clone(),
+            let selector = s.governance.selector.to_string();
+            plugins.push(match builtin_selector_bytes(&selector) {
+                Some(_) => format!("builtin:{selector}"),
+                None => selector,
             });
         }
         plugins.sort();
@@ -759,7 +760,7 @@ fn load_selector(
     scope: &ScopeSettings,
     loaded: &mut Vec<(String, Arc<SelectorComponent>)>,
 ) -> Result<Arc<dyn SelectSource>, StartError> {
-    let want = &scope.governance.selector;
+    let want = &scope.governance.selector.to_string();
     if let Some((_, c)) = loaded.iter().find(|(n, _)| n == want) {
         return Ok(c.clone());
     }
