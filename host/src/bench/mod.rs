@@ -401,7 +401,10 @@ fn print_table(out: &mut impl Write, r: &Report) {
         v.map(|x| format!("{:.0}%", x * 100.0))
             .unwrap_or_else(|| "–".into())
     };
-    let _ = writeln!(out, "\nissue 8 targets (gateway, default configuration):");
+    let _ = writeln!(
+        out,
+        "\noverhead targets (gateway, default configuration; README \"Benchmark\"):"
+    );
     let _ = writeln!(
         out,
         "  added p99, non-stream, c=1: {} (target ≤ 100 µs)",

@@ -1,10 +1,24 @@
-//! Where the governance state lives (`PGW_LIMITER_BACKEND`, `PGW_BREAKER_BACKEND`,
+//! The state-backends section: where the governance state lives (`PGW_LIMITER_BACKEND`, `PGW_BREAKER_BACKEND`,
 //! `PGW_REDIS_URL`, `PGW_REDIS_PREFIX`) and the limiter's window length
 //! (`PGW_RATE_WINDOW_S`, 60 s; shorter only to test window behaviour without waiting).
 
 use std::time::Duration;
 
-use super::env::Problems;
+use super::problems::Problems;
+use super::vars::Vars;
+
+/// `PGW_REDIS_PREFIX`: one short namespace, so the gateway's keys are told apart from any
+/// other user's of the same Redis.
+pub const DEFAULT_REDIS_PREFIX: &str = "pgw:";
+
+/// The process keys this section parses.
+pub(super) const KEYS: &[&str] = &[
+    "PGW_REDIS_URL",
+    "PGW_REDIS_PREFIX",
+    "PGW_RATE_WINDOW_S",
+    "PGW_LIMITER_BACKEND",
+    "PGW_BREAKER_BACKEND",
+];
 
 /// A state store.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -47,12 +61,9 @@ impl std::fmt::Debug for StateBackends {
     }
 }
 
-/// Parse the keys through `get` (trimmed, non-empty values), reporting problems by key.
-pub(super) fn parse(
-    get: &dyn Fn(&str) -> Option<String>,
-    problems: &mut Problems,
-) -> StateBackends {
-    let backend = |key: &str, problems: &mut Problems| match get(key).as_deref() {
+/// Parse the keys (named by the whole key), reporting problems by key.
+pub(super) fn parse(vars: &Vars, problems: &mut Problems) -> StateBackends {
+    let backend = |key: &str, problems: &mut Problems| match vars.get(key) {
         None | Some("memory") => StateBackend::Memory,
         Some("redis") => StateBackend::Redis,
         Some(v) => {
@@ -62,7 +73,7 @@ pub(super) fn parse(
     };
     let limiter = backend("PGW_LIMITER_BACKEND", problems);
     let breaker = backend("PGW_BREAKER_BACKEND", problems);
-    let redis_url = get("PGW_REDIS_URL");
+    let redis_url = vars.get("PGW_REDIS_URL").map(str::to_string);
     if let Some(url) = &redis_url
         && redis::Client::open(url.as_str()).is_err()
     {
@@ -83,21 +94,26 @@ pub(super) fn parse(
         };
         problems.add(key, "`redis` needs PGW_REDIS_URL");
     }
-    let rate_window = get("PGW_RATE_WINDOW_S").and_then(|v| match v.parse::<f64>() {
-        Ok(x) if (0.01..=86_400.0).contains(&x) => Some(Duration::from_secs_f64(x)),
-        _ => {
-            problems.add(
-                "PGW_RATE_WINDOW_S",
-                format!("expected seconds in [0.01, 86400], got `{v}`"),
-            );
-            None
-        }
-    });
+    let rate_window = vars
+        .get("PGW_RATE_WINDOW_S")
+        .and_then(|v| match v.parse::<f64>() {
+            Ok(x) if (0.01..=86_400.0).contains(&x) => Some(Duration::from_secs_f64(x)),
+            _ => {
+                problems.add(
+                    "PGW_RATE_WINDOW_S",
+                    format!("expected seconds in [0.01, 86400], got `{v}`"),
+                );
+                None
+            }
+        });
     StateBackends {
         limiter,
         breaker,
         redis_url,
-        redis_prefix: get("PGW_REDIS_PREFIX").unwrap_or_else(|| "pgw:".into()),
+        redis_prefix: vars
+            .get("PGW_REDIS_PREFIX")
+            .unwrap_or(DEFAULT_REDIS_PREFIX)
+            .to_string(),
         rate_window,
     }
 }

@@ -1,9 +1,21 @@
-//! Typed response-cache settings (`PGW_CACHE_BACKEND`, `{SCOPE}__CACHE__TTL_S|NAMESPACE`;
-//! docs/cache.md#ttl) and their parsing; every problem names its key. The Redis
-//! server and key prefix (`PGW_REDIS_URL`, `PGW_REDIS_PREFIX`) are those of the state
-//! backends (`config/backends.rs`).
+//! The cache section: typed response-cache settings (`PGW_CACHE_BACKEND`,
+//! `{SCOPE}__CACHE__TTL_S|NAMESPACE`; docs/cache.md#ttl), their keys, defaults and parsing;
+//! every problem names its key. The Redis server and key prefix (`PGW_REDIS_URL`,
+//! `PGW_REDIS_PREFIX`) are those of the state backends (`config/backends.rs`).
 
 use std::time::Duration;
+
+use super::problems::Problems;
+use super::vars::Vars;
+
+/// The process key of this section.
+pub(super) const KEYS: &[&str] = &["PGW_CACHE_BACKEND"];
+
+/// Scope keys of this section: the part after `{SCOPE}__`.
+pub(super) const SCOPE_KEYS: &[&str] = &["CACHE__TTL_S", "CACHE__NAMESPACE"];
+
+/// The first segment of this section's scope keys.
+pub(super) const SCOPE_GROUPS: &[&str] = &["CACHE"];
 
 /// Most entries the memory cache keeps: plenty for one process's repeated prompts.
 pub const DEFAULT_CACHE_MEMORY_MAX_ENTRIES: usize = 10_000;
@@ -73,23 +85,22 @@ pub struct ScopeCacheSettings {
     pub namespace: Option<String>,
 }
 
-/// Reports one problem: (key, message).
-pub(super) type Report<'a> = &'a mut dyn FnMut(&str, String);
-
-/// Parse the process keys (`get` returns a trimmed, non-empty value).
-pub(super) fn parse_process(
-    get: &dyn Fn(&str) -> Option<String>,
-    report: Report<'_>,
-) -> CacheSettings {
-    let backend = match get("PGW_CACHE_BACKEND").as_deref() {
+/// Parse the process keys: `PGW_CACHE_BACKEND`; that `redis` needs `PGW_REDIS_URL`.
+pub(super) fn parse_process(vars: &Vars, problems: &mut Problems) -> CacheSettings {
+    let backend = match vars.get("PGW_CACHE_BACKEND") {
         None | Some("none") => CacheBackendKind::None,
         Some("memory") => CacheBackendKind::Memory,
         Some("redis") => CacheBackendKind::Redis,
-        // Any other value is reported by the allowed-values check in `env.rs`.
-        Some(_) => CacheBackendKind::None,
+        Some(v) => {
+            problems.add(
+                "PGW_CACHE_BACKEND",
+                format!("expected one of memory|redis|none, got `{v}`"),
+            );
+            CacheBackendKind::None
+        }
     };
-    if backend == CacheBackendKind::Redis && get("PGW_REDIS_URL").is_none() {
-        report("PGW_CACHE_BACKEND", "`redis` needs PGW_REDIS_URL".into());
+    if backend == CacheBackendKind::Redis && vars.get("PGW_REDIS_URL").is_none() {
+        problems.add("PGW_CACHE_BACKEND", "`redis` needs PGW_REDIS_URL");
     }
     CacheSettings {
         backend,
@@ -97,28 +108,24 @@ pub(super) fn parse_process(
     }
 }
 
-/// Parse `{SCOPE}__CACHE__TTL_S` and `{SCOPE}__CACHE__NAMESPACE` (`get` takes the part after
-/// `{SCOPE}__` and returns (key, raw value)). That a TTL is required (> 0) when the process
-/// has a backend is a rule of `validate.rs`.
-pub(super) fn parse_scope(
-    get: &dyn Fn(&str) -> Option<(String, String)>,
-    report: Report<'_>,
-) -> ScopeCacheSettings {
+/// Parse `{SCOPE}__CACHE__TTL_S` and `{SCOPE}__CACHE__NAMESPACE` (named by the part after
+/// `{SCOPE}__`). That a TTL is required (> 0) when the process has a backend is a rule of
+/// `validate.rs`.
+pub(super) fn parse_scope(vars: &Vars, problems: &mut Problems) -> ScopeCacheSettings {
     let mut s = ScopeCacheSettings::default();
-    // Required when the process has a backend: a rule of `validate.rs`.
-    if let Some((key, v)) = get("CACHE__TTL_S") {
+    if let Some((key, v)) = vars.raw("CACHE__TTL_S") {
         match v.trim().parse::<f64>() {
             Ok(x) if (0.0..1e9).contains(&x) => s.ttl = Some(Duration::from_secs_f64(x)),
-            _ => report(
-                &key,
+            _ => problems.add(
+                key,
                 format!("expected a finite number of seconds > 0, got `{v}`"),
             ),
         }
     }
-    if let Some((key, v)) = get("CACHE__NAMESPACE") {
+    if let Some((key, v)) = vars.raw("CACHE__NAMESPACE") {
         let v = v.trim();
         if v.is_empty() || v.len() > 256 {
-            report(&key, "expected 1–256 characters".into());
+            problems.add(key, "expected 1–256 characters");
         } else {
             s.namespace = Some(v.to_string());
         }

@@ -8,7 +8,8 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use super::env::{ConfigError, settings_from_vars};
+use super::env::settings_from_vars;
+use super::problems::ConfigError;
 use super::settings::Settings;
 
 /// Where settings come from when a running gateway reloads: called once per reload.

@@ -1,7 +1,11 @@
-//! The process-wide bounds on what an upstream may send (`PGW_UPSTREAM_MAX_BODY_BYTES`,
+//! The upstream-limits section: the process-wide bounds on what an upstream may send (`PGW_UPSTREAM_MAX_BODY_BYTES`,
 //! `PGW_SSE_MAX_EVENT_BYTES`): their defaults and parsing.
 
-use super::env::Problems;
+use super::problems::Problems;
+use super::vars::Vars;
+
+/// The process keys this section parses.
+pub(super) const KEYS: &[&str] = &["PGW_UPSTREAM_MAX_BODY_BYTES", "PGW_SSE_MAX_EVENT_BYTES"];
 
 /// Default of `PGW_UPSTREAM_MAX_BODY_BYTES`: twice the largest chat or embedding answer seen
 /// in practice, and a bound on what one attempt can make the gateway hold.
@@ -32,11 +36,8 @@ impl Default for UpstreamLimits {
 }
 
 /// The two keys; a bad value is a problem naming its key.
-pub(super) fn parse(
-    get: &dyn Fn(&str) -> Option<String>,
-    problems: &mut Problems,
-) -> UpstreamLimits {
-    let mut bytes = |key: &str, default: usize| match get(key) {
+pub(super) fn parse(vars: &Vars, problems: &mut Problems) -> UpstreamLimits {
+    let mut bytes = |key: &str, default: usize| match vars.get(key) {
         None => default,
         Some(v) => match v.trim().parse::<usize>() {
             Ok(n) if n > 0 => n,
@@ -63,14 +64,9 @@ mod tests {
     use super::*;
 
     fn parse_vars(list: &[(&str, &str)]) -> (UpstreamLimits, Vec<String>) {
-        let get = |k: &str| {
-            list.iter()
-                .find(|(key, _)| *key == k)
-                .map(|(_, v)| v.to_string())
-        };
-        let mut p = Problems(Vec::new());
-        let l = parse(&get, &mut p);
-        (l, p.0.into_iter().map(|p| p.key).collect())
+        let mut p = Problems::new();
+        let l = parse(&Vars::from_pairs("", list), &mut p);
+        (l, p.into_list().into_iter().map(|p| p.key).collect())
     }
 
     #[test]

@@ -1,4 +1,4 @@
-//! The proxy listener's keys: how long a client may take to send a request head
+//! The listener section: the proxy listener's keys: how long a client may take to send a request head
 //! (`PGW_HEADER_READ_TIMEOUT_S`) and its body (`PGW_BODY_READ_TIMEOUT_S`), how long an idle
 //! keep-alive connection stays open (`PGW_IDLE_TIMEOUT_S`), how many client connections are
 //! open at once (`PGW_MAX_CONNECTIONS`), how long a graceful shutdown drains in-flight calls
@@ -6,7 +6,8 @@
 
 use std::time::Duration;
 
-use super::env::Problems;
+use super::problems::Problems;
+use super::vars::Vars;
 
 /// Request heads are a few hundred bytes: a client still sending one after 10 s is stuck or
 /// hostile (a slow-header attack holds a file descriptor per connection).
@@ -27,7 +28,7 @@ pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(30);
 /// Largest `PGW_MAX_CONNECTIONS` (the connection cap is a semaphore of `u32` permits).
 pub const MAX_CONNECTIONS_LIMIT: u32 = 1_000_000;
 
-/// The keys this module parses.
+/// The process keys this section parses.
 pub(super) const KEYS: &[&str] = &[
     "PGW_HEADER_READ_TIMEOUT_S",
     "PGW_BODY_READ_TIMEOUT_S",
@@ -82,14 +83,11 @@ impl Default for ListenerSettings {
     }
 }
 
-/// Parse the keys through `get` (trimmed, non-empty values), reporting problems by key.
-pub(super) fn parse(
-    get: &dyn Fn(&str) -> Option<String>,
-    problems: &mut Problems,
-) -> ListenerSettings {
+/// Parse the keys (named by the whole key), reporting problems by key.
+pub(super) fn parse(vars: &Vars, problems: &mut Problems) -> ListenerSettings {
     let mut s = ListenerSettings::default();
     let mut seconds = |key: &str, allow_zero: bool, slot: &mut Duration| {
-        let Some(v) = get(key) else { return };
+        let Some(v) = vars.get(key) else { return };
         match v.parse::<f64>() {
             Ok(x) if x.is_finite() && (x > 0.0 || (allow_zero && x == 0.0)) && x < 1e7 => {
                 *slot = Duration::from_secs_f64(x);
@@ -111,7 +109,7 @@ pub(super) fn parse(
     seconds("PGW_BODY_READ_TIMEOUT_S", false, &mut s.body_read_timeout);
     seconds("PGW_IDLE_TIMEOUT_S", false, &mut s.idle_timeout);
     seconds("PGW_SHUTDOWN_GRACE_S", true, &mut s.shutdown_grace);
-    if let Some(v) = get("PGW_MAX_CONNECTIONS") {
+    if let Some(v) = vars.get("PGW_MAX_CONNECTIONS") {
         match v.parse::<u32>() {
             Ok(n) if (1..=MAX_CONNECTIONS_LIMIT).contains(&n) => s.max_connections = n,
             _ => problems.add(
@@ -120,8 +118,8 @@ pub(super) fn parse(
             ),
         }
     }
-    if let Some(v) = get("PGW_CORS_ORIGINS") {
-        s.cors_origins = parse_origins(&v, problems);
+    if let Some(v) = vars.get("PGW_CORS_ORIGINS") {
+        s.cors_origins = parse_origins(v, problems);
     }
     s
 }
@@ -168,13 +166,9 @@ mod tests {
     use super::*;
 
     fn run(vars: &[(&str, &str)]) -> (ListenerSettings, Vec<String>) {
-        let map: std::collections::BTreeMap<String, String> = vars
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
-        let mut problems = Problems(Vec::new());
-        let s = parse(&|k| map.get(k).cloned(), &mut problems);
-        (s, problems.0.into_iter().map(|p| p.key).collect())
+        let mut problems = Problems::new();
+        let s = parse(&Vars::from_pairs("", vars), &mut problems);
+        (s, problems.into_list().into_iter().map(|p| p.key).collect())
     }
 
     #[test]

@@ -1,9 +1,26 @@
-//! Typed structured-output settings (`{SCOPE}__STRUCTURED__STRATEGY|MAX_RETRIES`;
-//! docs/structured-output.md#re-ask) and their parsing; every problem names its key.
+//! The structured-output section of a scope: typed settings
+//! (`{SCOPE}__STRUCTURED__STRATEGY|MAX_RETRIES`; docs/structured-output.md#re-ask), their
+//! keys, defaults and parsing; every problem names its key.
+
+use super::problems::Problems;
+use super::vars::Vars;
+
+/// Scope keys of this section: the part after `{SCOPE}__`.
+pub(super) const KEYS: &[&str] = &["STRUCTURED__STRATEGY", "STRUCTURED__MAX_RETRIES"];
+
+/// The first segment of this section's scope keys.
+pub(super) const GROUPS: &[&str] = &["STRUCTURED"];
 
 /// The first-party strategy names (the components `plugin::builtin` embeds), default first.
 pub(super) const FIRST_PARTY_STRATEGIES: [&str; 3] =
     ["json-repair", "native-schema", "unwrap-parameters"];
+
+/// `{SCOPE}__STRUCTURED__STRATEGY`: prompt instructions and JSON repair need nothing of the
+/// provider, so they work with every source.
+pub const DEFAULT_STRUCTURED_STRATEGY: &str = FIRST_PARTY_STRATEGIES[0];
+/// `{SCOPE}__STRUCTURED__MAX_RETRIES`: one re-ask with the errors as feedback, since each is
+/// a billed upstream call.
+pub const DEFAULT_STRUCTURED_RETRIES: u32 = 1;
 
 /// Most re-asks `{SCOPE}__STRUCTURED__MAX_RETRIES` may allow: each is a real, billed
 /// upstream call.
@@ -27,29 +44,23 @@ pub struct ScopeStructuredSettings {
 impl Default for ScopeStructuredSettings {
     fn default() -> Self {
         Self {
-            strategy: FIRST_PARTY_STRATEGIES[0].to_string(),
-            max_retries: 1,
+            strategy: DEFAULT_STRUCTURED_STRATEGY.to_string(),
+            max_retries: DEFAULT_STRUCTURED_RETRIES,
         }
     }
 }
 
-/// Reports one problem: (key, message).
-pub(super) type Report<'a> = &'a mut dyn FnMut(&str, String);
-
-/// Parse `{SCOPE}__STRUCTURED__STRATEGY` and `{SCOPE}__STRUCTURED__MAX_RETRIES` (`get` takes
-/// the part after `{SCOPE}__` and returns (key, raw value)).
-pub(super) fn parse_scope(
-    get: &dyn Fn(&str) -> Option<(String, String)>,
-    report: Report<'_>,
-) -> ScopeStructuredSettings {
+/// Parse `{SCOPE}__STRUCTURED__STRATEGY` and `{SCOPE}__STRUCTURED__MAX_RETRIES` (named by
+/// the part after `{SCOPE}__`).
+pub(super) fn parse(vars: &Vars, problems: &mut Problems) -> ScopeStructuredSettings {
     let mut s = ScopeStructuredSettings::default();
-    if let Some((key, v)) = get("STRUCTURED__STRATEGY") {
+    if let Some((key, v)) = vars.raw("STRUCTURED__STRATEGY") {
         let v = v.trim();
         if FIRST_PARTY_STRATEGIES.contains(&v) || v.ends_with(".wasm") {
             s.strategy = v.to_string();
         } else {
-            report(
-                &key,
+            problems.add(
+                key,
                 format!(
                     "expected {} or a .wasm path, got `{v}`",
                     FIRST_PARTY_STRATEGIES.join("|")
@@ -57,11 +68,11 @@ pub(super) fn parse_scope(
             );
         }
     }
-    if let Some((key, v)) = get("STRUCTURED__MAX_RETRIES") {
+    if let Some((key, v)) = vars.raw("STRUCTURED__MAX_RETRIES") {
         match v.trim().parse::<u32>() {
             Ok(n) if n <= MAX_STRUCTURED_RETRIES => s.max_retries = n,
-            _ => report(
-                &key,
+            _ => problems.add(
+                key,
                 format!("expected an integer from 0 to {MAX_STRUCTURED_RETRIES}, got `{v}`"),
             ),
         }
@@ -74,13 +85,13 @@ mod tests {
     use super::*;
 
     fn parse(vars: &[(&str, &str)]) -> (ScopeStructuredSettings, Vec<(String, String)>) {
-        let get = |sub: &str| {
-            vars.iter()
-                .find(|(k, _)| *k == sub)
-                .map(|(k, v)| (format!("LLM__{k}"), v.to_string()))
-        };
-        let mut problems = Vec::new();
-        let s = parse_scope(&get, &mut |k, m| problems.push((k.to_string(), m)));
+        let mut problems = Problems::new();
+        let s = super::parse(&Vars::from_pairs("LLM__", vars), &mut problems);
+        let problems = problems
+            .into_list()
+            .into_iter()
+            .map(|p| (p.key, p.message))
+            .collect();
         (s, problems)
     }
 

@@ -1,10 +1,24 @@
-//! Typed telemetry and pricing settings (`PGW_TELEMETRY_*`, `PGW_PRICING_FILE`; see
-//! docs/telemetry.md) and their parsing; every problem names its key.
+//! The telemetry section: typed telemetry and pricing settings (`PGW_TELEMETRY_*`,
+//! `PGW_PRICING_FILE`; see docs/telemetry.md), their keys, defaults and parsing; every
+//! problem names its key.
 
 use std::path::PathBuf;
 use std::time::Duration;
 
-use super::env::Problems;
+use super::problems::Problems;
+use super::vars::Vars;
+
+/// The process keys this section parses.
+pub(super) const KEYS: &[&str] = &[
+    "PGW_TELEMETRY_BACKEND",
+    "PGW_TELEMETRY_SQLITE_PATH",
+    "PGW_TELEMETRY_PG_DSN",
+    "PGW_TELEMETRY_SCHEMA_MODE",
+    "PGW_TELEMETRY_TEXT_CAP",
+    "PGW_TELEMETRY_PG_POOL_MAX",
+    "PGW_TELEMETRY_PG_WRITE_TIMEOUT_S",
+    "PGW_PRICING_FILE",
+];
 
 /// `PGW_TELEMETRY_SQLITE_PATH`: beside the process, where a first run finds it.
 pub const DEFAULT_SQLITE_PATH: &str = "polygateway.db";
@@ -100,24 +114,69 @@ impl TelemetrySettings {
     }
 }
 
-/// Parse the telemetry keys (`get` returns a trimmed, non-empty value).
-pub(super) fn parse(
-    get: &dyn Fn(&str) -> Option<String>,
-    problems: &mut Problems,
-) -> TelemetrySettings {
-    let backend = match get("PGW_TELEMETRY_BACKEND").as_deref() {
+/// Parse the telemetry keys (named by the whole key).
+pub(super) fn parse(vars: &Vars, problems: &mut Problems) -> TelemetrySettings {
+    let mut t = TelemetrySettings::new(parse_backend(vars, problems));
+    match vars.get("PGW_TELEMETRY_SCHEMA_MODE") {
+        None => {}
+        Some("auto") => t.schema_mode = SchemaMode::Auto,
+        Some("manual") => t.schema_mode = SchemaMode::Manual,
+        Some(v) => problems.add(
+            "PGW_TELEMETRY_SCHEMA_MODE",
+            format!("expected auto|manual, got `{v}`"),
+        ),
+    }
+    if let Some(v) = vars.get("PGW_TELEMETRY_TEXT_CAP") {
+        match v.parse::<usize>() {
+            Ok(n) => t.text_cap = Some(n),
+            _ => problems.add(
+                "PGW_TELEMETRY_TEXT_CAP",
+                format!("expected a positive integer (characters), got `{v}`"),
+            ),
+        }
+    }
+    if let Some(v) = vars.get("PGW_TELEMETRY_PG_POOL_MAX") {
+        match v.parse::<u32>() {
+            Ok(n) => t.pg_pool_max = n,
+            _ => problems.add(
+                "PGW_TELEMETRY_PG_POOL_MAX",
+                format!("expected an integer in 1..=1000 (connections), got `{v}`"),
+            ),
+        }
+    }
+    if let Some(v) = vars.get("PGW_TELEMETRY_PG_WRITE_TIMEOUT_S") {
+        match v.parse::<f64>() {
+            Ok(x) if (0.0..1e6).contains(&x) => {
+                t.pg_write_timeout = Duration::from_secs_f64(x);
+            }
+            _ => problems.add(
+                "PGW_TELEMETRY_PG_WRITE_TIMEOUT_S",
+                format!("expected a finite number of seconds ≥ 0, got `{v}`"),
+            ),
+        }
+    }
+    t.pricing_file = vars.get("PGW_PRICING_FILE").map(PathBuf::from);
+    t
+}
+
+/// `PGW_TELEMETRY_BACKEND` (default sqlite) with its path or DSN.
+fn parse_backend(vars: &Vars, problems: &mut Problems) -> TelemetryBackend {
+    match vars.get("PGW_TELEMETRY_BACKEND") {
         None | Some("sqlite") => TelemetryBackend::Sqlite {
             path: PathBuf::from(
-                get("PGW_TELEMETRY_SQLITE_PATH").unwrap_or_else(|| DEFAULT_SQLITE_PATH.into()),
+                vars.get("PGW_TELEMETRY_SQLITE_PATH")
+                    .unwrap_or(DEFAULT_SQLITE_PATH),
             ),
         },
         Some("none") => TelemetryBackend::None,
-        Some("postgres") => match get("PGW_TELEMETRY_PG_DSN") {
+        Some("postgres") => match vars.get("PGW_TELEMETRY_PG_DSN") {
             Some(dsn) => {
-                if let Err(e) = crate::telemetry::check_pg_dsn(&dsn) {
+                if let Err(e) = crate::telemetry::check_pg_dsn(dsn) {
                     problems.add("PGW_TELEMETRY_PG_DSN", format!("not a Postgres DSN: {e}"));
                 }
-                TelemetryBackend::Postgres { dsn }
+                TelemetryBackend::Postgres {
+                    dsn: dsn.to_string(),
+                }
             }
             None => {
                 problems.add(
@@ -134,48 +193,7 @@ pub(super) fn parse(
             );
             TelemetryBackend::None
         }
-    };
-    let mut t = TelemetrySettings::new(backend);
-    match get("PGW_TELEMETRY_SCHEMA_MODE").as_deref() {
-        None => {}
-        Some("auto") => t.schema_mode = SchemaMode::Auto,
-        Some("manual") => t.schema_mode = SchemaMode::Manual,
-        Some(v) => problems.add(
-            "PGW_TELEMETRY_SCHEMA_MODE",
-            format!("expected auto|manual, got `{v}`"),
-        ),
     }
-    if let Some(v) = get("PGW_TELEMETRY_TEXT_CAP") {
-        match v.parse::<usize>() {
-            Ok(n) => t.text_cap = Some(n),
-            _ => problems.add(
-                "PGW_TELEMETRY_TEXT_CAP",
-                format!("expected a positive integer (characters), got `{v}`"),
-            ),
-        }
-    }
-    if let Some(v) = get("PGW_TELEMETRY_PG_POOL_MAX") {
-        match v.parse::<u32>() {
-            Ok(n) => t.pg_pool_max = n,
-            _ => problems.add(
-                "PGW_TELEMETRY_PG_POOL_MAX",
-                format!("expected an integer in 1..=1000 (connections), got `{v}`"),
-            ),
-        }
-    }
-    if let Some(v) = get("PGW_TELEMETRY_PG_WRITE_TIMEOUT_S") {
-        match v.parse::<f64>() {
-            Ok(x) if (0.0..1e6).contains(&x) => {
-                t.pg_write_timeout = Duration::from_secs_f64(x);
-            }
-            _ => problems.add(
-                "PGW_TELEMETRY_PG_WRITE_TIMEOUT_S",
-                format!("expected a finite number of seconds ≥ 0, got `{v}`"),
-            ),
-        }
-    }
-    t.pricing_file = get("PGW_PRICING_FILE").map(PathBuf::from);
-    t
 }
 
 #[cfg(test)]
@@ -183,14 +201,9 @@ mod tests {
     use super::*;
 
     fn parse_vars(list: &[(&str, &str)]) -> (TelemetrySettings, Vec<String>) {
-        let get = |k: &str| {
-            list.iter()
-                .find(|(key, _)| *key == k)
-                .map(|(_, v)| v.to_string())
-        };
-        let mut p = Problems(Vec::new());
-        let t = parse(&get, &mut p);
-        (t, p.0.into_iter().map(|p| p.key).collect())
+        let mut p = Problems::new();
+        let t = parse(&Vars::from_pairs("", list), &mut p);
+        (t, p.into_list().into_iter().map(|p| p.key).collect())
     }
 
     #[test]

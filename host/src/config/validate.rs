@@ -1,8 +1,8 @@
 //! The one validation of assembled `Settings`: the rules on values (ranges, orderings,
 //! cross-field and cross-scope constraints) that every assembly path must pass — the
 //! environment parser runs them on what it built, `Gateway::from_settings` and every reload
-//! run them on the typed value. Parsing (`env.rs` and its helpers) only turns text into
-//! values. A problem is keyed by its env key (by the Rust field path where the value has no
+//! run them on the typed value. Parsing (`env.rs` and the section parsers) only turns text
+//! into values. A problem is keyed by its env key (by the Rust field path where the value has no
 //! env key) and its message names the Rust field, so a bad value reads the same whichever
 //! way it came in.
 
@@ -10,10 +10,11 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use super::cache::CacheBackendKind;
-use super::env::{ConfigError, Problems};
-use super::settings::{
-    PROTECTED_BODY_KEYS, ProcessSettings, ScopeSettings, Settings, SourceSettings,
-};
+use super::problems::{ConfigError, Problems};
+use super::process::ProcessSettings;
+use super::scope::ScopeSettings;
+use super::settings::Settings;
+use super::source::{PROTECTED_BODY_KEYS, SourceSettings};
 use super::structured::MAX_STRUCTURED_RETRIES;
 
 /// Most MiB `PGW_PLUGIN_MEMORY_MB` may give one plugin instance (a wasm32 memory cannot
@@ -29,7 +30,7 @@ impl Settings {
     /// (its Rust field path where it has none, e.g. `scopes[0].governance.rate_window`) and
     /// the message ends with the Rust field path (e.g. `scopes[0].retry.max_attempts`).
     pub fn validate(&self) -> Result<(), ConfigError> {
-        let mut problems = Problems(Vec::new());
+        let mut problems = Problems::new();
         check_process(&self.process, &mut problems);
         let cache_on = self.process.cache.backend != CacheBackendKind::None;
         for (i, scope) in self.scopes.iter().enumerate() {
@@ -134,17 +135,43 @@ pub(super) fn check_process(p: &ProcessSettings, problems: &mut Problems) {
     }
 }
 
+/// Where a scope's problems are reported: its env keys and its Rust field paths.
+struct ScopeAt<'a> {
+    /// The scope's name.
+    name: &'a str,
+    /// Its index in `Settings::scopes`.
+    i: usize,
+}
+
+impl ScopeAt<'_> {
+    /// The env key `{SCOPE}__{sub}`.
+    fn key(&self, sub: &str) -> String {
+        format!("{}__{sub}", self.name)
+    }
+
+    /// The Rust field path `scopes[i].{f}`.
+    fn field(&self, f: &str) -> String {
+        format!("scopes[{}].{f}", self.i)
+    }
+}
+
 /// The rules of scope `i` and its sources (not that it has any: a scope the environment
 /// names always has source keys, whose own problems are reported by the parser).
 pub(super) fn check_scope(i: usize, s: &ScopeSettings, cache_on: bool, problems: &mut Problems) {
-    let name = &s.name;
-    let key = |sub: &str| format!("{name}__{sub}");
-    let field = |f: &str| format!("scopes[{i}].{f}");
+    let p = ScopeAt { name: &s.name, i };
+    check_retry(&p, s, problems);
+    check_governance(&p, s, problems);
+    check_cache_and_structured(&p, s, cache_on, problems);
+    check_sources(i, s, problems);
+}
+
+/// Aliases, the retry policy and the call deadline.
+fn check_retry(p: &ScopeAt<'_>, s: &ScopeSettings, problems: &mut Problems) {
     if s.aliases.is_empty() || s.aliases.iter().any(|a| a.trim().is_empty()) {
         problems.add(
-            &key("ALIASES"),
+            &p.key("ALIASES"),
             at(
-                &field("aliases"),
+                &p.field("aliases"),
                 "must list at least one alias, none empty",
             ),
         );
@@ -152,20 +179,20 @@ pub(super) fn check_scope(i: usize, s: &ScopeSettings, cache_on: bool, problems:
     let r = &s.retry;
     if r.max_attempts == 0 {
         problems.add(
-            &key("RETRY__MAX_ATTEMPTS"),
-            at(&field("retry.max_attempts"), "must be ≥ 1, got 0"),
+            &p.key("RETRY__MAX_ATTEMPTS"),
+            at(&p.field("retry.max_attempts"), "must be ≥ 1, got 0"),
         );
     }
     if r.max_delay.is_zero() {
         problems.add(
-            &key("RETRY__MAX_DELAY_S"),
-            at(&field("retry.max_delay"), "must be > 0 s, got 0"),
+            &p.key("RETRY__MAX_DELAY_S"),
+            at(&p.field("retry.max_delay"), "must be > 0 s, got 0"),
         );
     } else if r.base_delay > r.max_delay {
         problems.add(
-            &key("RETRY__BASE_DELAY_S"),
+            &p.key("RETRY__BASE_DELAY_S"),
             at(
-                &field("retry.base_delay"),
+                &p.field("retry.base_delay"),
                 format!(
                     "base delay {} exceeds max delay {}",
                     secs(r.base_delay),
@@ -176,31 +203,35 @@ pub(super) fn check_scope(i: usize, s: &ScopeSettings, cache_on: bool, problems:
     }
     if s.call_deadline.is_some_and(|d| d.is_zero()) {
         problems.add(
-            &key("CALL_DEADLINE_S"),
+            &p.key("CALL_DEADLINE_S"),
             at(
-                &field("call_deadline"),
+                &p.field("call_deadline"),
                 "must be > 0 s, got 0 (None = no deadline)",
             ),
         );
     }
+}
+
+/// `{SCOPE}__BREAKER__*`, `{SCOPE}__BACKPRESSURE__*` and the rate window.
+fn check_governance(p: &ScopeAt<'_>, s: &ScopeSettings, problems: &mut Problems) {
     let g = &s.governance;
     if g.fail_threshold == 0 {
         problems.add(
-            &key("BREAKER__FAIL_THRESHOLD"),
-            at(&field("governance.fail_threshold"), "must be ≥ 1, got 0"),
+            &p.key("BREAKER__FAIL_THRESHOLD"),
+            at(&p.field("governance.fail_threshold"), "must be ≥ 1, got 0"),
         );
     }
     if g.cooldown.is_zero() {
         problems.add(
-            &key("BREAKER__COOLDOWN_S"),
-            at(&field("governance.cooldown"), "must be > 0 s, got 0"),
+            &p.key("BREAKER__COOLDOWN_S"),
+            at(&p.field("governance.cooldown"), "must be > 0 s, got 0"),
         );
     }
     if g.max_cooldown < g.cooldown {
         problems.add(
-            &key("BREAKER__MAX_COOLDOWN_S"),
+            &p.key("BREAKER__MAX_COOLDOWN_S"),
             at(
-                &field("governance.max_cooldown"),
+                &p.field("governance.max_cooldown"),
                 format!(
                     "must be ≥ BREAKER__COOLDOWN_S ({}), got {}",
                     secs(g.cooldown),
@@ -211,38 +242,47 @@ pub(super) fn check_scope(i: usize, s: &ScopeSettings, cache_on: bool, problems:
     }
     if !(g.fail_rate > 0.0 && g.fail_rate <= 1.0) {
         problems.add(
-            &key("BREAKER__FAIL_RATE"),
+            &p.key("BREAKER__FAIL_RATE"),
             at(
-                &field("governance.fail_rate"),
+                &p.field("governance.fail_rate"),
                 format!("must be in (0, 1], got {}", g.fail_rate),
             ),
         );
     }
     if g.min_calls == 0 {
         problems.add(
-            &key("BREAKER__MIN_CALLS"),
-            at(&field("governance.min_calls"), "must be ≥ 1, got 0"),
+            &p.key("BREAKER__MIN_CALLS"),
+            at(&p.field("governance.min_calls"), "must be ≥ 1, got 0"),
         );
     }
     if g.stall_window.is_zero() {
         problems.add(
-            &key("BACKPRESSURE__STALL_WINDOW_S"),
-            at(&field("governance.stall_window"), "must be > 0 s, got 0"),
+            &p.key("BACKPRESSURE__STALL_WINDOW_S"),
+            at(&p.field("governance.stall_window"), "must be > 0 s, got 0"),
         );
     }
     if g.rate_window.is_zero() {
-        let path = field("governance.rate_window");
+        let path = p.field("governance.rate_window");
         problems.add(&path, at(&path, "must be > 0 s, got 0"));
     }
+}
+
+/// The cache TTL (required when a cache is on) and the structured-output re-asks.
+fn check_cache_and_structured(
+    p: &ScopeAt<'_>,
+    s: &ScopeSettings,
+    cache_on: bool,
+    problems: &mut Problems,
+) {
     match s.cache.ttl {
         Some(t) if t.is_zero() => problems.add(
-            &key("CACHE__TTL_S"),
-            at(&field("cache.ttl"), "must be > 0 s, got 0"),
+            &p.key("CACHE__TTL_S"),
+            at(&p.field("cache.ttl"), "must be > 0 s, got 0"),
         ),
         None if cache_on => problems.add(
-            &key("CACHE__TTL_S"),
+            &p.key("CACHE__TTL_S"),
             at(
-                &field("cache.ttl"),
+                &p.field("cache.ttl"),
                 "required when PGW_CACHE_BACKEND is memory or redis (entries must expire)",
             ),
         ),
@@ -250,9 +290,9 @@ pub(super) fn check_scope(i: usize, s: &ScopeSettings, cache_on: bool, problems:
     }
     if s.structured.max_retries > MAX_STRUCTURED_RETRIES {
         problems.add(
-            &key("STRUCTURED__MAX_RETRIES"),
+            &p.key("STRUCTURED__MAX_RETRIES"),
             at(
-                &field("structured.max_retries"),
+                &p.field("structured.max_retries"),
                 format!(
                     "must be 0..={MAX_STRUCTURED_RETRIES}, got {}",
                     s.structured.max_retries
@@ -260,6 +300,11 @@ pub(super) fn check_scope(i: usize, s: &ScopeSettings, cache_on: bool, problems:
             ),
         );
     }
+}
+
+/// Unique source names, then each source's rules.
+fn check_sources(i: usize, s: &ScopeSettings, problems: &mut Problems) {
+    let name = &s.name;
     let mut names: BTreeMap<&str, usize> = BTreeMap::new();
     for (j, src) in s.sources.iter().enumerate() {
         if let Some(first) = names.insert(src.name.as_ref(), j) {

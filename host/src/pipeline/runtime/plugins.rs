@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use crate::config::{PluginRef, ScopeSettings, SourceSettings};
+use crate::config::{PluginRef, ScopeSettings, SelectorRef, SourceSettings};
 use crate::plugin::{
     PluginEngine, PluginError, ProviderComponent, SelectSource, SelectorComponent,
     builtin_provider_bytes, builtin_selector_bytes,
@@ -18,7 +18,7 @@ use super::StartError;
 #[derive(Default)]
 pub(super) struct Loaded {
     providers: Vec<(PluginRef, Arc<ProviderComponent>)>,
-    selectors: Vec<(String, Arc<SelectorComponent>)>,
+    selectors: Vec<(SelectorRef, Arc<SelectorComponent>)>,
 }
 
 impl Loaded {
@@ -47,18 +47,29 @@ impl Loaded {
         scope: &ScopeSettings,
     ) -> Result<Arc<dyn SelectSource>, StartError> {
         let want = &scope.governance.selector;
-        if let Some((_, c)) = self.selectors.iter().find(|(n, _)| n == want) {
+        if let Some((_, c)) = self.selectors.iter().find(|(r, _)| r == want) {
             return Ok(c.clone());
         }
         let key = format!("{}__SELECTOR", scope.name);
-        let component = match builtin_selector_bytes(want) {
-            Some(bytes) => SelectorComponent::load(engine, &format!("builtin:{want}"), bytes)
-                .map_err(keyed(key))?,
-            None => {
-                let bytes = engine
-                    .read_component(std::path::Path::new(want))
-                    .map_err(keyed(key.clone()))?;
-                SelectorComponent::load(engine, want, &bytes).map_err(keyed(key))?
+        let origin = selector_origin(want);
+        let component = match want {
+            SelectorRef::FirstParty(fp) => match builtin_selector_bytes(fp.name()) {
+                Some(bytes) => {
+                    SelectorComponent::load(engine, &origin, bytes).map_err(keyed(key))?
+                }
+                None => {
+                    return Err(StartError::Source {
+                        key,
+                        message: format!(
+                            "`{}` is not a selector built into this binary",
+                            fp.name()
+                        ),
+                    });
+                }
+            },
+            SelectorRef::File(path) => {
+                let bytes = engine.read_component(path).map_err(keyed(key.clone()))?;
+                SelectorComponent::load(engine, &origin, &bytes).map_err(keyed(key))?
             }
         };
         self.selectors.push((want.clone(), component.clone()));
@@ -67,10 +78,10 @@ impl Loaded {
 }
 
 /// The origin a selector reference loads from: `builtin:<name>` or the path.
-pub(super) fn selector_origin(selector: &str) -> String {
-    match builtin_selector_bytes(selector) {
-        Some(_) => format!("builtin:{selector}"),
-        None => selector.to_string(),
+pub(super) fn selector_origin(selector: &SelectorRef) -> String {
+    match selector {
+        SelectorRef::FirstParty(fp) => format!("builtin:{}", fp.name()),
+        SelectorRef::File(path) => path.display().to_string(),
     }
 }
 
