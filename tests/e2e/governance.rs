@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use polygateway::config::settings_from_vars;
-use polygateway::governance::ManualClock;
+use polygateway::governance::{Clock, ManualClock};
 use polygateway::{ChatRequest, Gateway, GatewayError, UnavailableReason};
 use serde_json::{Value, json};
 
@@ -511,4 +511,33 @@ async fn healthz_reports_breaker_and_limiter_state() {
         8
     );
     assert_eq!(h["scopes"]["LLM"]["limiter"]["global"]["in_flight"], 0);
+}
+
+/// Everything a call reports about time comes from the injected clock: its `created`, and
+/// the time inside its UUIDv7 id. The manual clock here runs ten days ahead of the system's,
+/// so a reading of the system clock would show.
+#[tokio::test]
+async fn an_answer_and_its_id_carry_the_injected_clocks_time() {
+    let m = mock().await;
+    let clock = ManualClock::new(0);
+    clock.advance(10 * 86_400_000);
+    let gw = embedded(source(&m, "openai", 1, "clock-a", "a"), clock.clone(), None).await;
+    let wall_ms = clock.unix_ms();
+    let r = gw.chat(ChatRequest::user("llm", "hi")).await.unwrap();
+    assert_eq!(r.created, u64::try_from(wall_ms / 1000).unwrap());
+    let id = uuid::Uuid::parse_str(&r.call_id).unwrap();
+    assert_eq!(id.get_version_num(), 7);
+    let (secs, nanos) = id.get_timestamp().unwrap().to_unix();
+    assert_eq!(
+        secs * 1000 + u64::from(nanos) / 1_000_000,
+        u64::try_from(wall_ms).unwrap()
+    );
+    let system_s = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    assert!(r.created > system_s + 9 * 86_400, "not the system clock");
+    // A second call's id sorts after the first, though the clock did not move.
+    let again = gw.chat(ChatRequest::user("llm", "hi")).await.unwrap();
+    assert!(uuid::Uuid::parse_str(&again.call_id).unwrap() > id);
 }

@@ -28,7 +28,6 @@ mod rate_limits;
 mod reload;
 mod repo_rules;
 mod sandbox;
-mod scale_out;
 mod sdk;
 mod sdk_wit;
 mod selectors;

@@ -38,6 +38,7 @@ async fn post(client: &reqwest::Client, base_url: &str, model: &str) -> (u16, Va
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn looping_guest_calls_do_not_stall_good_calls_on_another_scope() {
+    let _alone = crate::one_at_a_time().await;
     let wasm = hostile_provider().await;
     let wasm = wasm.to_str().unwrap();
     let mock = mock().await;

@@ -91,6 +91,7 @@ async fn spread(gws: &[GatewayProcess], n: usize) -> Vec<u16> {
 
 #[tokio::test]
 async fn a_shared_rpm_holds_across_three_processes() {
+    let _alone = crate::one_at_a_time().await;
     let m = mock().await;
     let mut env = source(&m, "openai", 1, "rpm3", "a");
     env.extend(redis_env(&prefix(), "redis://127.0.0.1:6379"));
@@ -116,6 +117,7 @@ async fn a_shared_rpm_holds_across_three_processes() {
 
 #[tokio::test]
 async fn the_concurrency_gate_holds_across_processes() {
+    let _alone = crate::one_at_a_time().await;
     let m = mock().await;
     script(&m, "conc3", json!({"then": {"first_token_delay_ms": 150}})).await;
     let mut env = source(&m, "openai", 1, "conc3", "a");
@@ -135,6 +137,7 @@ async fn the_concurrency_gate_holds_across_processes() {
 
 #[tokio::test]
 async fn a_dead_source_behind_one_process_is_skipped_by_the_others() {
+    let _alone = crate::one_at_a_time().await;
     let m = mock().await;
     script(&m, "dead3", json!({"then": {"status": 401}})).await;
     let mut env = source(&m, "openai", 1, "dead3", "a");
@@ -165,6 +168,7 @@ async fn a_dead_source_behind_one_process_is_skipped_by_the_others() {
 
 #[tokio::test]
 async fn permits_of_a_killed_process_come_back_after_the_lease() {
+    let _alone = crate::one_at_a_time().await;
     let m = mock().await;
     script(
         &m,
@@ -227,6 +231,7 @@ async fn permits_of_a_killed_process_come_back_after_the_lease() {
 
 #[tokio::test]
 async fn a_redis_outage_fails_closed_and_recovers_without_a_restart() {
+    let _alone = crate::one_at_a_time().await;
     let m = mock().await;
     let target: SocketAddr = "127.0.0.1:6379".parse().unwrap();
     let mut fwd = TcpForwarder::start(target).await;
