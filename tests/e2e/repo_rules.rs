@@ -784,41 +784,29 @@ fn module_path(file: &str) -> Vec<String> {
 /// The first identifiers of a path after `crate::` or after the climbing `super::`s, at
 /// `code[at..]`: `pipeline::X` → `[pipeline]`, `{config::A, governance::B}` → both.
 fn path_heads(code: &str, at: usize) -> Vec<(usize, String)> {
-    let rest = &code[at..];
-    let ident_len = |s: &str| s.find(|c: char| !is_ident(c)).unwrap_or(s.len());
-    if let Some(group) = rest.strip_prefix('{') {
-        let mut out = Vec::new();
-        let mut depth = 0;
-        let mut item_start = true;
-        for (k, c) in group.char_indices() {
-            match c {
-                '{' => depth += 1,
-                '}' if depth == 0 => break,
-                '}' => depth -= 1,
-                ',' if depth == 0 => item_start = true,
-                c if item_start && is_ident(c) => {
-                    let n = ident_len(&group[k..]);
-                    out.push((at + 1 + k, group[k..k + n].to_string()));
-                    item_start = false;
-                }
-                c if item_start && !c.is_whitespace() => item_start = false,
-                _ => {}
-            }
-        }
-        out
-    } else {
-        let n = ident_len(rest);
-        vec![(at, rest[..n].to_string())]
-    }
+    path_segments(code, at)
+        .into_iter()
+        .filter_map(|(at, segs)| segs.into_iter().next().map(|head| (at, head)))
+        .collect()
 }
 
-/// Every top-level module that `code` (the lexed code of `file`, relative to `host/src/`)
-/// names outside its own, with the line: `crate::x…` and `super::` chains that climb to the
-/// crate root. Inline `mod name { … }` blocks are counted, so `super` resolves correctly in
-/// them.
-fn imports(file: &str, code: &str, modules: &BTreeSet<String>) -> Vec<(usize, String)> {
-    let own = module_path(file);
-    let mut out = Vec::new();
+/// A path at a `crate::` or `super::` prefix found by [`scan_paths`].
+enum PathStart {
+    /// `crate::…`; `at` is just past the prefix.
+    Crate { at: usize },
+    /// `super::super::…`: `supers` of them, inside `inline` inline modules of the file; `at`
+    /// is just past the last one.
+    Super {
+        at: usize,
+        supers: usize,
+        inline: usize,
+    },
+}
+
+/// Call `visit` for every `crate::` and `super::` path in `code` (lexed), in order. Inline
+/// `mod name { … }` blocks are counted, so a caller can tell a `super` that stays in the file
+/// from one that climbs out of it.
+fn scan_paths(code: &str, mut visit: impl FnMut(PathStart)) {
     let mut depth: usize = 0;
     // Brace depths at which inline modules opened.
     let mut inline: Vec<usize> = Vec::new();
@@ -849,23 +837,38 @@ fn imports(file: &str, code: &str, modules: &BTreeSet<String>) -> Vec<(usize, St
             pending_mod = true;
             i += 4;
         } else if boundary && code[i..].starts_with("crate::") {
-            out.extend(path_heads(code, i + "crate::".len()));
             i += "crate::".len();
+            visit(PathStart::Crate { at: i });
         } else if boundary && code[i..].starts_with("super::") {
-            let mut k = 0;
-            let mut j = i;
-            while code[j..].starts_with("super::") {
-                k += 1;
-                j += "super::".len();
+            let mut supers = 0;
+            while code[i..].starts_with("super::") {
+                supers += 1;
+                i += "super::".len();
             }
-            if k >= own.len() + inline.len() {
-                out.extend(path_heads(code, j));
-            }
-            i = j;
+            visit(PathStart::Super {
+                at: i,
+                supers,
+                inline: inline.len(),
+            });
         } else {
             i += c.len_utf8();
         }
     }
+}
+
+/// Every top-level module that `code` (the lexed code of `file`, relative to `host/src/`)
+/// names outside its own, with the line: `crate::x…` and `super::` chains that climb to the
+/// crate root.
+fn imports(file: &str, code: &str, modules: &BTreeSet<String>) -> Vec<(usize, String)> {
+    let own = module_path(file);
+    let mut out = Vec::new();
+    scan_paths(code, |p| match p {
+        PathStart::Crate { at } => out.extend(path_heads(code, at)),
+        PathStart::Super { at, supers, inline } if supers >= own.len() + inline => {
+            out.extend(path_heads(code, at));
+        }
+        PathStart::Super { .. } => {}
+    });
     let top = own.first().cloned().unwrap_or_default();
     out.into_iter()
         .filter(|(_, m)| modules.contains(m) && *m != top)
@@ -953,11 +956,11 @@ fn host_modules_import_only_in_the_directions_architecture_md_declares() {
 // ---------------------------------------------------------------------------------------
 // No import circle among pipeline/ files (re-exports of a `mod.rs` aside).
 
-/// The paths named at `code[at..]` after a `crate::` or `super::` prefix, as segments:
-/// `a::b::C` → `[a, b, C]`, `{a::B, c}` → `[a, B]` and `[c]`; a nested group ends a path
-/// (`a::{B, C}` → `[a]`).
-fn path_segments(code: &str, at: usize) -> Vec<Vec<String>> {
-    let rest = &code[at..];
+/// The paths named at `code[at..]` after a `crate::` or `super::` prefix, each with its
+/// offset in `code` and as segments: `a::b::C` → `[a, b, C]`, `{a::B, c}` → `[a, B]` and
+/// `[c]`; a nested group ends a path (`a::{B, C}` → `[a]`). Items that are not paths (`*`)
+/// are left out.
+fn path_segments(code: &str, at: usize) -> Vec<(usize, Vec<String>)> {
     let one = |s: &str| -> Vec<String> {
         let mut out = Vec::new();
         let mut t = s;
@@ -974,8 +977,9 @@ fn path_segments(code: &str, at: usize) -> Vec<Vec<String>> {
         }
         out
     };
+    let rest = &code[at..];
     let Some(group) = rest.strip_prefix('{') else {
-        return vec![one(rest)];
+        return vec![(at, one(rest))];
     };
     let mut out = Vec::new();
     let mut depth = 0;
@@ -988,7 +992,10 @@ fn path_segments(code: &str, at: usize) -> Vec<Vec<String>> {
             ',' if depth == 0 => item_start = true,
             c if item_start && !c.is_whitespace() => {
                 item_start = false;
-                out.push(one(&group[k..]));
+                let segs = one(&group[k..]);
+                if !segs.is_empty() {
+                    out.push((at + 1 + k, segs));
+                }
             }
             _ => {}
         }
@@ -1007,13 +1014,10 @@ fn pipeline_imports(
 ) -> BTreeSet<String> {
     let own = module_path(file);
     let mut out = BTreeSet::new();
-    let mut depth: usize = 0;
-    let mut inline: Vec<usize> = Vec::new();
-    let mut pending_mod = false;
-    let mut resolve = |base: Vec<String>, paths: Vec<Vec<String>>| {
-        for segs in paths {
+    let mut resolve = |base: &[String], at: usize| {
+        for (_, segs) in path_segments(code, at) {
             for k in (0..=segs.len()).rev() {
-                let mut m = base.clone();
+                let mut m = base.to_vec();
                 m.extend(segs[..k].iter().cloned());
                 if let Some(f) = modules.get(&m) {
                     if f != file {
@@ -1024,51 +1028,17 @@ fn pipeline_imports(
             }
         }
     };
-    let mut i = 0;
-    while let Some(c) = code[i..].chars().next() {
-        let boundary = !code[..i]
-            .chars()
-            .next_back()
-            .is_some_and(|p| is_ident(p) || p == ':');
-        if c == '{' {
-            depth += 1;
-            if pending_mod {
-                inline.push(depth);
-                pending_mod = false;
-            }
-            i += 1;
-        } else if c == '}' {
-            if inline.last() == Some(&depth) {
-                inline.pop();
-            }
-            depth = depth.saturating_sub(1);
-            i += 1;
-        } else if c == ';' {
-            pending_mod = false;
-            i += 1;
-        } else if boundary && code[i..].starts_with("mod ") {
-            pending_mod = true;
-            i += 4;
-        } else if boundary && code[i..].starts_with("crate::pipeline::") {
-            let j = i + "crate::pipeline::".len();
-            resolve(vec!["pipeline".to_string()], path_segments(code, j));
-            i = j;
-        } else if boundary && code[i..].starts_with("super::") {
-            let mut k = 0;
-            let mut j = i;
-            while code[j..].starts_with("super::") {
-                k += 1;
-                j += "super::".len();
-            }
-            if k > inline.len() && k - inline.len() <= own.len() {
-                let base = own[..own.len() - (k - inline.len())].to_vec();
-                resolve(base, path_segments(code, j));
-            }
-            i = j;
-        } else {
-            i += c.len_utf8();
+    scan_paths(code, |p| match p {
+        PathStart::Crate { at } if code[at..].starts_with("pipeline::") => {
+            resolve(&["pipeline".to_string()], at + "pipeline::".len());
         }
-    }
+        PathStart::Super { at, supers, inline }
+            if supers > inline && supers - inline <= own.len() =>
+        {
+            resolve(&own[..own.len() - (supers - inline)], at);
+        }
+        _ => {}
+    });
     out
 }
 
@@ -1253,7 +1223,7 @@ fn the_checkers_catch_what_they_are_meant_to() {
         ("pipeline/b/mod.rs", "mod c;"),
         (
             "pipeline/b/c.rs",
-            "fn f() -> crate::pipeline::a::X { todo!() }",
+            "fn f(x: crate::pipeline::a::X) -> usize { 0 }",
         ),
     ]);
     assert_eq!(

@@ -49,9 +49,8 @@ pub(crate) async fn run_call(
             known: inner.known_aliases(),
         });
     };
-    let mut st = CallState::new(
-        scope.entropy.uuid_v7(scope.clock.unix_ms()).to_string(),
-        scope.clock.unix_ms(),
-    );
+    // One reading of the clock: the id's time and `created` are the same instant.
+    let now = scope.clock.unix_ms();
+    let mut st = CallState::new(scope.entropy.uuid_v7(now).to_string(), now);
     chat_stack().serve(&inner, scope, &req, &mut st, sink).await
 }

@@ -39,13 +39,14 @@ impl LeanCall {
         options: CallOptions,
         messages: &[Value],
     ) -> Self {
+        let now = scope.clock.unix_ms();
         Self {
-            call_id: scope.entropy.uuid_v7(scope.clock.unix_ms()).to_string(),
+            call_id: scope.entropy.uuid_v7(now).to_string(),
             scope: scope.settings.name.to_string(),
             options,
             messages: inner.recorder.stored_messages(messages),
             started: tokio::time::Instant::now(),
-            created_at_ms: scope.clock.unix_ms(),
+            created_at_ms: now,
             clock: scope.clock.clone(),
         }
     }
