@@ -265,7 +265,7 @@ async fn the_example_plugin_built_from_scratch_passes_the_kit() {
     let (code, stdout, stderr) =
         plugin_check(&[wasm.to_str().unwrap(), "--budget-ms", "1000"]).await;
     assert_eq!(code, 0, "{stdout}\n{stderr}");
-    assert!(stdout.contains("plugin `acme`, contract 0.1.0"), "{stdout}");
+    assert!(stdout.contains("plugin `acme`, contract 0.2.0"), "{stdout}");
     assert!(
         stdout
             .lines()

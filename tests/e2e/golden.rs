@@ -50,6 +50,8 @@ fn golden_transcripts_parse_to_the_expected_deltas() {
             base_url: "http://upstream.invalid/v1".into(),
             enable_thinking: Some(true),
             extra_body_json: "{}".into(),
+            max_tokens: None,
+            thinking_budget_tokens: None,
         };
         for (read_size, batch) in [(sse.len(), usize::MAX), (1, 1), (7, 3), (64, 1)] {
             let events = frame(&sse, read_size);

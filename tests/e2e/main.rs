@@ -10,6 +10,7 @@ mod cache;
 mod cancelled;
 mod common;
 mod conformance;
+mod contract_0_1;
 mod embedded;
 mod embeddings;
 mod external_plugin;

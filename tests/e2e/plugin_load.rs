@@ -23,12 +23,12 @@ fn component_exporting(name: &str) -> Vec<u8> {
 #[test]
 fn another_contract_version_is_refused_naming_both() {
     let engine = PluginEngine::new(PluginLimits::default(), None).unwrap();
-    let bytes = component_exporting("polygateway:plugin/chat-provider@0.2.0");
+    let bytes = component_exporting("polygateway:plugin/chat-provider@0.3.0");
     let err = ProviderComponent::load(&engine, "future.wasm", &bytes).unwrap_err();
     assert!(matches!(err, PluginError::Version { .. }), "{err:?}");
     assert_eq!(
         err.to_string(),
-        "plugin future.wasm exports polygateway:plugin/chat-provider@0.2.0; this host supports polygateway:plugin/chat-provider@0.1.0"
+        "plugin future.wasm exports polygateway:plugin/chat-provider@0.3.0; this host supports polygateway:plugin/chat-provider versions 0.1.0 and 0.2.0"
     );
 }
 
@@ -64,7 +64,8 @@ fn first_party_components_describe_themselves() {
         let c = ProviderComponent::load(&engine, p.name(), builtin_provider_bytes(p)).unwrap();
         let info = c.info();
         assert_eq!(info.name, p.name());
-        assert_eq!(info.contract_version, SUPPORTED_CONTRACT_VERSIONS[0]);
+        assert_eq!(info.contract_version, "0.2.0");
+        assert_eq!(c.contract_version(), SUPPORTED_CONTRACT_VERSIONS[1]);
         let caps = &info.capabilities;
         assert!(!caps.audio, "audio is reserved");
         seen.push((

@@ -138,7 +138,7 @@ fn builtin_selectors_load_and_describe_themselves() {
     assert_eq!(names, ["health-aware", "round-robin", "least-inflight"]);
     for (name, c) in selectors() {
         assert_eq!(&c.info().name, name);
-        assert_eq!(c.info().contract_version, SUPPORTED_CONTRACT_VERSIONS[0]);
+        assert_eq!(c.info().contract_version, SUPPORTED_CONTRACT_VERSIONS[1]);
         assert_eq!(SelectSource::name(c), name);
         assert_eq!(c.origin(), format!("builtin:{name}"));
     }
@@ -482,11 +482,11 @@ fn a_trap_or_a_runaway_selector_fails_only_that_call() {
 fn selectors_of_another_version_or_world_are_refused() {
     let engine = PluginEngine::new(PluginLimits::default(), None).unwrap();
     let err =
-        SelectorComponent::load(&engine, "future.wasm", &rogue_component("0.2.0")).unwrap_err();
+        SelectorComponent::load(&engine, "future.wasm", &rogue_component("0.3.0")).unwrap_err();
     assert!(matches!(err, PluginError::Version { .. }), "{err:?}");
     assert_eq!(
         err.to_string(),
-        "plugin future.wasm exports polygateway:plugin/source-selector@0.2.0; this host supports polygateway:plugin/source-selector@0.1.0"
+        "plugin future.wasm exports polygateway:plugin/source-selector@0.3.0; this host supports polygateway:plugin/source-selector versions 0.1.0 and 0.2.0"
     );
     let provider = builtin_provider_bytes(polygateway::config::FirstParty::OpenAi);
     let err = SelectorComponent::load(&engine, "openai.wasm", provider).unwrap_err();

@@ -72,6 +72,8 @@ pub fn run(iters: u32, chunks: usize) -> Result<Micro, String> {
         base_url: "http://127.0.0.1:1/v1".into(),
         enable_thinking: None,
         extra_body_json: "{}".into(),
+        max_tokens: None,
+        thinking_budget_tokens: None,
     };
     let nreq = sdk::ChatRequest {
         messages_json: messages.into(),
@@ -84,6 +86,8 @@ pub fn run(iters: u32, chunks: usize) -> Result<Micro, String> {
         base_url: "http://127.0.0.1:1/v1".into(),
         enable_thinking: None,
         extra_body_json: "{}".into(),
+        max_tokens: None,
+        thinking_budget_tokens: None,
     };
     let per = |t: Instant| t.elapsed().as_nanos() as f64 / f64::from(iters);
 

@@ -42,6 +42,8 @@ pub(super) const FIELDS: &[&str] = &[
     "WEIGHT",
     "MAX_BATCH",
     "TRUST_ENV",
+    "MAX_TOKENS",
+    "THINKING_BUDGET",
 ];
 
 /// The per-source liveness watchdog (docs/streaming.md#watchdog): 0 < inter-token < TTFT <
@@ -98,6 +100,12 @@ pub struct SourceSettings {
     pub enable_thinking: Option<bool>,
     /// `EXTRA_BODY` as a JSON object (protected keys refused at parse time).
     pub extra_body: serde_json::Map<String, serde_json::Value>,
+    /// `MAX_TOKENS`: output-token cap the provider sends when the client sent none (an
+    /// integer ≥ 1; required by Anthropic's protocol, whose component defaults it).
+    pub max_tokens: Option<u32>,
+    /// `THINKING_BUDGET`: reasoning tokens allowed when thinking is on (an integer ≥ 1);
+    /// none = the provider's default.
+    pub thinking_budget_tokens: Option<u32>,
     /// `TIMEOUT_S`, `TTFT_TIMEOUT_S`, `INTER_TOKEN_TIMEOUT_S`.
     pub timeouts: TimeoutSettings,
     /// `MISSING_DONE` (default `retry`).
@@ -148,6 +156,8 @@ pub(super) fn parse(
         .raw("ENABLE_THINKING")
         .and_then(|(k, v)| bool_value(k, v, problems));
     let extra_body = parse_extra_body(vars, problems);
+    let max_tokens = positive_u32(vars, "MAX_TOKENS", problems);
+    let thinking_budget_tokens = positive_u32(vars, "THINKING_BUDGET", problems);
     let timeouts = parse_timeouts(vars, problems);
     let missing_done = parse_missing_done(vars, problems);
     let max_concurrency = gate_u32(vars, "MAX_CONCURRENCY", problems);
@@ -175,6 +185,8 @@ pub(super) fn parse(
         plugin_sha256,
         enable_thinking,
         extra_body,
+        max_tokens,
+        thinking_budget_tokens,
         timeouts,
         missing_done,
         weight,
@@ -328,6 +340,21 @@ fn gate_u32(vars: &Vars, field: &str, problems: &mut Problems) -> u32 {
         problems.add(&vars.key(field), "value too large");
         0
     })
+}
+
+/// An optional token count that must be an integer in 1..=u32::MAX.
+fn positive_u32(vars: &Vars, field: &str, problems: &mut Problems) -> Option<u32> {
+    let (k, v) = vars.raw(field)?;
+    match v.trim().parse::<u32>() {
+        Ok(n) if n >= 1 => Some(n),
+        _ => {
+            problems.add(
+                k,
+                format!("expected an integer from 1 to {}, got `{v}`", u32::MAX),
+            );
+            None
+        }
+    }
 }
 
 /// `WEIGHT` (whether 0 is allowed is a rule of `validate.rs`).

@@ -288,7 +288,10 @@ fn check_passthroughs(
 /// second role, no new reasoning). A passthrough goes with the delta after it.
 fn forwarded(d: &Delta, continuing: bool) -> bool {
     match d {
-        Delta::Role(_) | Delta::Reasoning(_) => !continuing,
+        Delta::Role(_)
+        | Delta::Reasoning(_)
+        | Delta::ReasoningSignature(_)
+        | Delta::ReasoningEncrypted(_) => !continuing,
         Delta::Content(_) | Delta::Refusal(_) | Delta::ToolCall(_) | Delta::Finish(_) => true,
         Delta::Usage(_) | Delta::Model(_) | Delta::Done | Delta::Passthrough(_) => false,
     }

@@ -18,6 +18,7 @@ mod lean;
 mod ocr;
 mod options;
 pub(crate) mod passthrough;
+pub(crate) mod reasoning;
 mod reload;
 mod request;
 mod response;

@@ -2,6 +2,7 @@
 //! the rule that tells a broken (empty) answer from a valid one with no text.
 
 use super::passthrough::{AnswerFields, FieldLog};
+use super::reasoning::ReasoningDetails;
 use crate::plugin::{Delta, finish_reason_str};
 use crate::telemetry::UsageSource;
 
@@ -14,6 +15,10 @@ pub struct TokenUsage {
     pub cached_prompt_tokens: Option<u64>,
     /// Reasoning tokens; `None` = not reported.
     pub reasoning_tokens: Option<u64>,
+    /// Of `prompt_tokens`, those written to the provider's prompt cache (Anthropic
+    /// `cache_creation_input_tokens`); `None` = not reported.
+    #[serde(default)]
+    pub cache_write_tokens: Option<u64>,
 }
 
 /// One complete tool call of an answer.
@@ -36,6 +41,10 @@ pub struct ChatResponse {
     pub content: String,
     /// Reasoning text, when the model produced any.
     pub reasoning: Option<String>,
+    /// The reasoning the provider needs back on the next turn (`reasoning_details`, see
+    /// `reasoning.rs`): signed text blocks and encrypted blocks, empty when none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reasoning_details: Vec<serde_json::Value>,
     pub tool_calls: Vec<ToolCall>,
     /// OpenAI `finish_reason`, when the upstream gave one.
     pub finish_reason: Option<String>,
@@ -90,6 +99,8 @@ pub struct ChatResponse {
 pub struct Accumulator {
     pub content: String,
     pub reasoning: String,
+    /// Signed and encrypted reasoning blocks (`reasoning_details`).
+    pub reasoning_details: ReasoningDetails,
     pub tool_calls: Vec<ToolCall>,
     pub finish_reason: Option<String>,
     pub usage: Option<TokenUsage>,
@@ -116,6 +127,14 @@ impl Accumulator {
             Delta::Reasoning(r) => {
                 self.reasoning.push_str(r);
                 !r.is_empty()
+            }
+            Delta::ReasoningSignature(sig) => {
+                self.reasoning_details.sign(&self.reasoning, sig);
+                true
+            }
+            Delta::ReasoningEncrypted(e) => {
+                self.reasoning_details.encrypted(&self.reasoning, e);
+                true
             }
             Delta::ToolCall(t) => {
                 let slot = match self.tool_calls.iter_mut().find(|c| c.index == t.index) {
@@ -156,6 +175,7 @@ impl Accumulator {
                     completion_tokens: u.completion_tokens,
                     cached_prompt_tokens: u.cached_prompt_tokens,
                     reasoning_tokens: u.reasoning_tokens,
+                    cache_write_tokens: u.cache_write_tokens,
                 });
                 false
             }

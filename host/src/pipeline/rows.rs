@@ -78,6 +78,7 @@ fn set_usage(row: &mut CallRow, usage: Option<TokenUsage>, source: UsageSource) 
     row.prompt_tokens = usage.map(|u| u.prompt_tokens);
     row.completion_tokens = usage.map(|u| u.completion_tokens);
     row.cached_prompt_tokens = usage.and_then(|u| u.cached_prompt_tokens);
+    row.cache_write_tokens = usage.and_then(|u| u.cache_write_tokens);
     row.reasoning_tokens = usage.and_then(|u| u.reasoning_tokens);
     row.usage_source = source;
 }

@@ -259,7 +259,7 @@ impl PluginEngine {
             .filter(|(i, _)| i == interface)
             .map(|(_, v)| v)
             .collect();
-        let supported = super::SUPPORTED_CONTRACT_VERSIONS.join(", ");
+        let supported = super::SUPPORTED_CONTRACT_VERSIONS.join(" and ");
         match found.first() {
             None => Err(PluginError::Load {
                 origin: origin.to_string(),

@@ -11,8 +11,9 @@ pub enum PluginError {
     #[error(transparent)]
     File(#[from] super::file::ComponentFileError),
     /// The component was built for a contract version this host does not support.
+    /// `supported` lists the versions this host has a binding for (`0.1.0 and 0.2.0`).
     #[error(
-        "plugin {origin} exports {interface}@{found}; this host supports {interface}@{supported}"
+        "plugin {origin} exports {interface}@{found}; this host supports {interface} versions {supported}"
     )]
     Version {
         origin: String,

@@ -14,11 +14,14 @@ mod error;
 mod file;
 mod pool;
 mod provider;
+mod provider_calls;
 mod sandbox_io;
 mod schedule;
 mod selector;
 mod state;
 mod strategy;
+mod v0_1;
+mod versioned;
 mod wire;
 
 pub use builtin::builtin_provider_bytes;
@@ -39,10 +42,9 @@ pub use wire::{
 };
 pub use wire::{
     AuthScheme, BuildError, Capabilities, ChatRequest as PluginChatRequest, ClassifiedError, Delta,
-    ErrorClass, FinishReason, Header, HttpRequest, Passthrough, PluginInfo, SourceInfo, SseEvent,
-    ThinkingStyle, ToolCallDelta, Usage, delta_to_json, error_class_str, finish_reason_str,
-    source_info, thinking_style_str,
+    EncryptedReasoning, ErrorClass, FinishReason, Header, HttpRequest, Passthrough, PluginInfo,
+    ReasoningSignature, SourceInfo, SseEvent, ThinkingStyle, ToolCallDelta, Usage, delta_to_json,
+    error_class_str, finish_reason_str, source_info, thinking_style_str,
 };
 
-/// Contract versions of `polygateway:plugin` this host can load.
-pub const SUPPORTED_CONTRACT_VERSIONS: &[&str] = &["0.1.0"];
+pub use versioned::SUPPORTED_CONTRACT_VERSIONS;

@@ -117,26 +117,6 @@ impl<B: World> Pool<B> {
         }
     }
 
-    /// One call on a pooled instance: taken, called, given back (or dropped after a fault).
-    ///
-    /// Errors: [`PluginError::Fault`] naming `plugin` and `function` (or `instantiate`).
-    pub(crate) fn call<A: ?Sized + Sync, R: Send>(
-        &self,
-        plugin: &str,
-        function: &'static str,
-        args: &A,
-        f: impl for<'a> FnOnce(&'a mut Store<HostState>, &'a B, &'a A) -> GuestFuture<'a, R>,
-    ) -> Result<R, PluginError> {
-        let mut warm = self.take().map_err(|e| instantiate_fault(plugin, &e))?;
-        match warm.call(&self.engine.limits, args, f) {
-            Ok(r) => {
-                self.give(warm);
-                Ok(r)
-            }
-            Err(e) => Err(self.fault(plugin, function, &e)),
-        }
-    }
-
     /// The sandbox limits every call runs under.
     pub(crate) fn limits(&self) -> &PluginLimits {
         &self.engine.limits

@@ -4,31 +4,71 @@
 
 use std::sync::Arc;
 
-use wasmtime::Store;
-use wasmtime::component::{Component, ResourceAny};
+use wasmtime::component::{Component, InstancePre, ResourceAny};
 
+use super::bindings::{v0_1, v0_2};
 use super::engine::PluginEngine;
 use super::error::PluginError;
-use super::pool::{Pool, Warm, instantiate_fault};
-use super::schedule::GuestFuture;
+use super::pool::{Pool, instantiate_fault};
+use super::provider_calls::ProviderCalls;
 use super::state::HostState;
+use super::versioned::{CallFn, Calls, Versioned, VersionedWarm};
 use super::wire::{
     ArchiveFetch, BuildError, ChatRequest, ClassifiedError, Delta, EmbeddingRequest,
     EmbeddingResponse, Header, HttpRequest, ImageInfo, LayoutDocument, OcrOperation, PluginInfo,
-    ProviderPre, SourceInfo, SseEvent, UploadRequest,
+    SourceInfo, SseEvent, UploadRequest,
 };
 
 /// Most idle warm instances kept per component; more are created under load and dropped
 /// when they come back to a full pool.
 const POOL_CAPACITY: usize = 512;
 
-type Bindings = super::wire::Provider;
+type Bindings0_1 = v0_1::provider::Provider;
+type Bindings0_2 = v0_2::provider::Provider;
+type VersionedPool = Versioned<Bindings0_1, Bindings0_2>;
+type WarmProvider = VersionedWarm<Bindings0_1, Bindings0_2>;
+
+impl Calls<dyn ProviderCalls> for Bindings0_1 {
+    fn calls(&self) -> &(dyn ProviderCalls + 'static) {
+        self
+    }
+}
+
+impl Calls<dyn ProviderCalls> for Bindings0_2 {
+    fn calls(&self) -> &(dyn ProviderCalls + 'static) {
+        self
+    }
+}
+
+/// The pool for a component exporting contract `version` (one `check_version` accepted).
+fn versioned_pool(
+    engine: &PluginEngine,
+    version: &str,
+    pre: InstancePre<HostState>,
+) -> Result<VersionedPool, String> {
+    let err = |e: wasmtime::Error| format!("{e:#}");
+    match version {
+        "0.1.0" => Ok(Versioned::V0_1(Pool::new(
+            engine,
+            v0_1::provider::ProviderPre::new(pre).map_err(err)?,
+            POOL_CAPACITY,
+        ))),
+        "0.2.0" => Ok(Versioned::V0_2(Pool::new(
+            engine,
+            v0_2::provider::ProviderPre::new(pre).map_err(err)?,
+            POOL_CAPACITY,
+        ))),
+        other => Err(format!("no binding for contract version {other}")),
+    }
+}
 
 /// A loaded provider component.
 pub struct ProviderComponent {
     origin: String,
     info: PluginInfo,
-    pool: Pool<Bindings>,
+    /// The contract version the component exports (`0.1.0`, `0.2.0`).
+    version: String,
+    pool: VersionedPool,
 }
 
 impl std::fmt::Debug for ProviderComponent {
@@ -80,17 +120,10 @@ impl ProviderComponent {
             origin: origin.to_string(),
             message,
         };
-        let pre = ProviderPre::new(instance_pre).map_err(|e| load_err(format!("{e:#}")))?;
-        let pool: Pool<Bindings> = Pool::new(engine, pre, POOL_CAPACITY);
+        let pool = versioned_pool(engine, &version, instance_pre).map_err(load_err)?;
         let mut warm = pool.instantiate().map_err(|e| load_err(format!("{e:#}")))?;
         let info = warm
-            .call(pool.limits(), &(), |store, b, _| {
-                Box::pin(async move {
-                    b.polygateway_plugin_chat_provider()
-                        .call_describe(store)
-                        .await
-                })
-            })
+            .call::<dyn ProviderCalls, _, _>(pool.limits(), &(), |store, b, _| b.describe(store))
             .map_err(|e| load_err(format!("describe failed: {e:#}")))?;
         if info.contract_version != version {
             return Err(load_err(format!(
@@ -102,6 +135,7 @@ impl ProviderComponent {
         Ok(Arc::new(Self {
             origin: origin.to_string(),
             info,
+            version,
             pool,
         }))
     }
@@ -120,6 +154,12 @@ impl ProviderComponent {
     /// What `describe` returned at load time.
     pub fn info(&self) -> &PluginInfo {
         &self.info
+    }
+
+    /// The contract version the component exports (`0.1.0`, `0.2.0`): the binding its calls
+    /// go through.
+    pub fn contract_version(&self) -> &str {
+        &self.version
     }
 
     /// Where the component came from (a path, or `builtin:<name>`).
@@ -143,13 +183,7 @@ impl ProviderComponent {
             component: self.clone(),
             warm: Some(fresh),
         };
-        instance.call("describe", &(), move |store, b, _| {
-            Box::pin(async move {
-                b.polygateway_plugin_chat_provider()
-                    .call_describe(store)
-                    .await
-            })
-        })
+        instance.call("describe", &(), |store, b, _| b.describe(store))
     }
 
     /// Check out a warm instance (or create one, ~30 µs, when the pool is empty).
@@ -169,7 +203,7 @@ impl ProviderComponent {
 /// call faulted (then it is discarded).
 pub struct ProviderInstance {
     component: Arc<ProviderComponent>,
-    warm: Option<Box<Warm<Bindings>>>,
+    warm: Option<WarmProvider>,
 }
 
 impl Drop for ProviderInstance {
@@ -186,7 +220,7 @@ impl ProviderInstance {
         &mut self,
         function: &'static str,
         args: &A,
-        f: impl for<'a> FnOnce(&'a mut Store<HostState>, &'a Bindings, &'a A) -> GuestFuture<'a, R>,
+        f: impl CallFn<dyn ProviderCalls, A, R>,
     ) -> Result<R, PluginError> {
         let component = &self.component;
         let Some(warm) = self.warm.as_mut() else {
@@ -220,13 +254,7 @@ impl ProviderInstance {
         self.call(
             "build-request",
             &(req, source),
-            move |store, b, (req, source)| {
-                Box::pin(async move {
-                    b.polygateway_plugin_chat_provider()
-                        .call_build_request(store, req, source)
-                        .await
-                })
-            },
+            move |store, b, (req, source)| b.build_request(store, req, source),
         )
     }
 
@@ -236,11 +264,7 @@ impl ProviderInstance {
         body: &[u8],
     ) -> Result<Result<Vec<Delta>, ClassifiedError>, PluginError> {
         self.call("parse-response", body, move |store, b, body| {
-            Box::pin(async move {
-                b.polygateway_plugin_chat_provider()
-                    .call_parse_response(store, body)
-                    .await
-            })
+            b.parse_response(store, body)
         })
     }
 
@@ -254,13 +278,7 @@ impl ProviderInstance {
         self.call(
             "classify-error",
             &(headers, body),
-            move |store, b, (headers, body)| {
-                Box::pin(async move {
-                    b.polygateway_plugin_chat_provider()
-                        .call_classify_error(store, status, headers, body)
-                        .await
-                })
-            },
+            move |store, b, (headers, body)| b.classify_error(store, status, headers, body),
         )
     }
 
@@ -273,13 +291,7 @@ impl ProviderInstance {
         self.call(
             "build-embedding-request",
             &(req, source),
-            move |store, b, (req, source)| {
-                Box::pin(async move {
-                    b.polygateway_plugin_embedding_provider()
-                        .call_build_embedding_request(store, req, source)
-                        .await
-                })
-            },
+            move |store, b, (req, source)| b.build_embedding_request(store, req, source),
         )
     }
 
@@ -289,11 +301,7 @@ impl ProviderInstance {
         body: &[u8],
     ) -> Result<Result<EmbeddingResponse, ClassifiedError>, PluginError> {
         self.call("parse-embedding-response", body, move |store, b, body| {
-            Box::pin(async move {
-                b.polygateway_plugin_embedding_provider()
-                    .call_parse_embedding_response(store, body)
-                    .await
-            })
+            b.parse_embedding_response(store, body)
         })
     }
 
@@ -307,13 +315,7 @@ impl ProviderInstance {
         self.call(
             "build-ocr-request",
             &(image, source),
-            move |store, b, (image, source)| {
-                Box::pin(async move {
-                    b.polygateway_plugin_ocr_provider()
-                        .call_build_ocr_request(store, op, image, source)
-                        .await
-                })
-            },
+            move |store, b, (image, source)| b.build_ocr_request(store, op, image, source),
         )
     }
 
@@ -323,11 +325,7 @@ impl ProviderInstance {
         body: &[u8],
     ) -> Result<Result<String, ClassifiedError>, PluginError> {
         self.call("parse-text-response", body, move |store, b, body| {
-            Box::pin(async move {
-                b.polygateway_plugin_ocr_provider()
-                    .call_parse_text_response(store, body)
-                    .await
-            })
+            b.parse_text_response(store, body)
         })
     }
 
@@ -337,11 +335,7 @@ impl ProviderInstance {
         body: &[u8],
     ) -> Result<Result<ArchiveFetch, ClassifiedError>, PluginError> {
         self.call("parse-layout-response", body, move |store, b, body| {
-            Box::pin(async move {
-                b.polygateway_plugin_ocr_provider()
-                    .call_parse_layout_response(store, body)
-                    .await
-            })
+            b.parse_layout_response(store, body)
         })
     }
 
@@ -351,11 +345,7 @@ impl ProviderInstance {
         member: &[u8],
     ) -> Result<Result<LayoutDocument, ClassifiedError>, PluginError> {
         self.call("parse-layout-document", member, move |store, b, member| {
-            Box::pin(async move {
-                b.polygateway_plugin_ocr_provider()
-                    .call_parse_layout_document(store, member)
-                    .await
-            })
+            b.parse_layout_document(store, member)
         })
     }
 
@@ -365,11 +355,7 @@ impl ProviderInstance {
         source: &SourceInfo,
     ) -> Result<Option<HttpRequest>, PluginError> {
         self.call("health-request", source, move |store, b, source| {
-            Box::pin(async move {
-                b.polygateway_plugin_ocr_provider()
-                    .call_health_request(store, source)
-                    .await
-            })
+            b.health_request(store, source)
         })
     }
 
@@ -378,14 +364,7 @@ impl ProviderInstance {
         let resource = self.call(
             "stream-parser.constructor",
             source,
-            move |store, b, source| {
-                Box::pin(async move {
-                    b.polygateway_plugin_chat_provider()
-                        .stream_parser()
-                        .call_constructor(store, source)
-                        .await
-                })
-            },
+            move |store, b, source| b.stream_parser_new(store, source),
         )?;
         Ok(StreamParser {
             instance: self,
@@ -412,12 +391,7 @@ impl StreamParser {
         let out = self
             .instance
             .call("stream-parser.parse", events, move |store, b, events| {
-                Box::pin(async move {
-                    b.polygateway_plugin_chat_provider()
-                        .stream_parser()
-                        .call_parse(store, res, events)
-                        .await
-                })
+                b.stream_parser_parse(store, res, events)
             });
         if out.is_err() {
             self.resource = None;
@@ -433,12 +407,7 @@ impl StreamParser {
         let out = self
             .instance
             .call("stream-parser.finish", &(), move |store, b, _| {
-                Box::pin(async move {
-                    b.polygateway_plugin_chat_provider()
-                        .stream_parser()
-                        .call_finish(store, res)
-                        .await
-                })
+                b.stream_parser_finish(store, res)
             });
         if out.is_err() {
             self.resource = None;

@@ -13,15 +13,87 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use wasmtime::component::Component;
 
+use wasmtime::Store;
+
+use super::bindings::{v0_1, v0_2};
 use super::engine::PluginEngine;
 use super::error::PluginError;
 use super::pool::Pool;
+use super::schedule::GuestFuture;
+use super::state::HostState;
+use super::v0_1::Migrate;
+use super::versioned::{Calls, Versioned};
 
-use super::bindings::selector as generated;
+use v0_2::selector::exports::polygateway::plugin::source_selector::Candidate as WireCandidate;
+pub use v0_2::selector::exports::polygateway::plugin::source_selector::SelectorInfo;
 
-use generated::exports::polygateway::plugin::source_selector::Candidate as WireCandidate;
-pub use generated::exports::polygateway::plugin::source_selector::SelectorInfo;
-use generated::{Selector as Bindings, SelectorPre};
+type Bindings0_1 = v0_1::selector::Selector;
+type Bindings0_2 = v0_2::selector::Selector;
+
+/// The selector world's calls in 0.2 types, per contract version (see `versioned.rs`).
+pub(crate) trait SelectorCalls: Send + Sync {
+    fn describe<'a>(&'a self, s: &'a mut Store<HostState>) -> GuestFuture<'a, SelectorInfo>;
+    fn choose<'a>(
+        &'a self,
+        s: &'a mut Store<HostState>,
+        candidates: &'a [WireCandidate],
+        seed: u64,
+    ) -> GuestFuture<'a, Option<u32>>;
+}
+
+impl SelectorCalls for Bindings0_2 {
+    fn describe<'a>(&'a self, s: &'a mut Store<HostState>) -> GuestFuture<'a, SelectorInfo> {
+        Box::pin(self.polygateway_plugin_source_selector().call_describe(s))
+    }
+    fn choose<'a>(
+        &'a self,
+        s: &'a mut Store<HostState>,
+        candidates: &'a [WireCandidate],
+        seed: u64,
+    ) -> GuestFuture<'a, Option<u32>> {
+        Box::pin(
+            self.polygateway_plugin_source_selector()
+                .call_choose(s, candidates, seed),
+        )
+    }
+}
+
+impl SelectorCalls for Bindings0_1 {
+    fn describe<'a>(&'a self, s: &'a mut Store<HostState>) -> GuestFuture<'a, SelectorInfo> {
+        Box::pin(async move {
+            let info = self
+                .polygateway_plugin_source_selector()
+                .call_describe(s)
+                .await?;
+            Ok(info.migrate())
+        })
+    }
+    fn choose<'a>(
+        &'a self,
+        s: &'a mut Store<HostState>,
+        candidates: &'a [WireCandidate],
+        seed: u64,
+    ) -> GuestFuture<'a, Option<u32>> {
+        Box::pin(async move {
+            let candidates: Vec<_> = candidates.to_vec().migrate();
+            self.polygateway_plugin_source_selector()
+                .call_choose(s, &candidates, seed)
+                .await
+        })
+    }
+}
+
+impl Calls<dyn SelectorCalls> for Bindings0_1 {
+    fn calls(&self) -> &(dyn SelectorCalls + 'static) {
+        self
+    }
+}
+
+impl Calls<dyn SelectorCalls> for Bindings0_2 {
+    fn calls(&self) -> &(dyn SelectorCalls + 'static) {
+        self
+    }
+}
 
 /// Most idle warm instances kept per selector component. A `choose` call holds an instance
 /// for a few microseconds, so concurrent holders are bounded by the runtime's threads; more
@@ -116,7 +188,7 @@ pub trait SelectSource: Send + Sync {
 pub struct SelectorComponent {
     origin: String,
     info: SelectorInfo,
-    pool: Pool<Bindings>,
+    pool: Versioned<Bindings0_1, Bindings0_2>,
     violations: AtomicU64,
 }
 
@@ -154,17 +226,22 @@ impl SelectorComponent {
             origin: origin.to_string(),
             message,
         };
-        let pre = SelectorPre::new(instance_pre).map_err(|e| load_err(format!("{e:#}")))?;
-        let pool: Pool<Bindings> = Pool::new(engine, pre, POOL_CAPACITY);
-        let mut warm = pool.instantiate().map_err(|e| load_err(format!("{e:#}")))?;
+        let err = |e: wasmtime::Error| load_err(format!("{e:#}"));
+        let pool = match version.as_str() {
+            "0.1.0" => Versioned::V0_1(Pool::new(
+                engine,
+                v0_1::selector::SelectorPre::new(instance_pre).map_err(err)?,
+                POOL_CAPACITY,
+            )),
+            _ => Versioned::V0_2(Pool::new(
+                engine,
+                v0_2::selector::SelectorPre::new(instance_pre).map_err(err)?,
+                POOL_CAPACITY,
+            )),
+        };
+        let mut warm = pool.instantiate().map_err(err)?;
         let info = warm
-            .call(pool.limits(), &(), |store, b, _| {
-                Box::pin(async move {
-                    b.polygateway_plugin_source_selector()
-                        .call_describe(store)
-                        .await
-                })
-            })
+            .call::<dyn SelectorCalls, _, _>(pool.limits(), &(), |store, b, _| b.describe(store))
             .map_err(|e| load_err(format!("describe failed: {e:#}")))?;
         if info.contract_version != version {
             return Err(load_err(format!(
@@ -220,17 +297,11 @@ impl SelectorComponent {
         seed: u64,
     ) -> Result<Option<u32>, PluginError> {
         let wire: Vec<WireCandidate> = candidates.iter().map(Candidate::to_wire).collect();
-        self.pool.call(
+        self.pool.call::<dyn SelectorCalls, _, _>(
             &self.info.name,
             "choose",
             &wire[..],
-            move |store, b, wire| {
-                Box::pin(async move {
-                    b.polygateway_plugin_source_selector()
-                        .call_choose(store, wire, seed)
-                        .await
-                })
-            },
+            move |store, b, wire| b.choose(store, wire, seed),
         )
     }
 

@@ -13,22 +13,127 @@ use std::sync::Arc;
 use wasmtime::Store;
 use wasmtime::component::Component;
 
+use super::bindings::{v0_1, v0_2};
 use super::engine::PluginEngine;
 use super::error::PluginError;
 use super::pool::Pool;
 use super::schedule::GuestFuture;
 use super::state::HostState;
+use super::v0_1::Migrate;
+use super::versioned::{CallFn, Calls, Versioned};
 
-use super::bindings::strategy as generated;
-
-use generated::polygateway::plugin::types::{
+use v0_2::strategy::polygateway::plugin::types::{
     Capabilities as WireCapabilities, ThinkingStyle as WireThinkingStyle,
 };
-use generated::{Strategy as Bindings, StrategyPre};
 
-pub use generated::exports::polygateway::plugin::structured_strategy::{
+pub use v0_2::strategy::exports::polygateway::plugin::structured_strategy::{
     JsonTarget, NativeSchema, Preparation, RepairError, ResponseFormat, StrategyInfo,
 };
+
+type Bindings0_1 = v0_1::strategy::Strategy;
+type Bindings0_2 = v0_2::strategy::Strategy;
+
+/// The strategy world's calls in 0.2 types, per contract version (see `versioned.rs`).
+pub(crate) trait StrategyCalls: Send + Sync {
+    fn describe<'a>(&'a self, s: &'a mut Store<HostState>) -> GuestFuture<'a, StrategyInfo>;
+    fn prepare<'a>(
+        &'a self,
+        s: &'a mut Store<HostState>,
+        target: &'a JsonTarget,
+        provider: WireCapabilities,
+    ) -> GuestFuture<'a, Preparation>;
+    fn repair<'a>(
+        &'a self,
+        s: &'a mut Store<HostState>,
+        raw: &'a str,
+        target: &'a JsonTarget,
+    ) -> GuestFuture<'a, Result<String, RepairError>>;
+}
+
+impl StrategyCalls for Bindings0_2 {
+    fn describe<'a>(&'a self, s: &'a mut Store<HostState>) -> GuestFuture<'a, StrategyInfo> {
+        Box::pin(
+            self.polygateway_plugin_structured_strategy()
+                .call_describe(s),
+        )
+    }
+    fn prepare<'a>(
+        &'a self,
+        s: &'a mut Store<HostState>,
+        target: &'a JsonTarget,
+        provider: WireCapabilities,
+    ) -> GuestFuture<'a, Preparation> {
+        Box::pin(
+            self.polygateway_plugin_structured_strategy()
+                .call_prepare(s, target, provider),
+        )
+    }
+    fn repair<'a>(
+        &'a self,
+        s: &'a mut Store<HostState>,
+        raw: &'a str,
+        target: &'a JsonTarget,
+    ) -> GuestFuture<'a, Result<String, RepairError>> {
+        Box::pin(
+            self.polygateway_plugin_structured_strategy()
+                .call_repair(s, raw, target),
+        )
+    }
+}
+
+impl StrategyCalls for Bindings0_1 {
+    fn describe<'a>(&'a self, s: &'a mut Store<HostState>) -> GuestFuture<'a, StrategyInfo> {
+        Box::pin(async move {
+            let info = self
+                .polygateway_plugin_structured_strategy()
+                .call_describe(s)
+                .await?;
+            Ok(info.migrate())
+        })
+    }
+    fn prepare<'a>(
+        &'a self,
+        s: &'a mut Store<HostState>,
+        target: &'a JsonTarget,
+        provider: WireCapabilities,
+    ) -> GuestFuture<'a, Preparation> {
+        Box::pin(async move {
+            let target = target.clone().migrate();
+            let out = self
+                .polygateway_plugin_structured_strategy()
+                .call_prepare(s, &target, provider.migrate())
+                .await?;
+            Ok(out.migrate())
+        })
+    }
+    fn repair<'a>(
+        &'a self,
+        s: &'a mut Store<HostState>,
+        raw: &'a str,
+        target: &'a JsonTarget,
+    ) -> GuestFuture<'a, Result<String, RepairError>> {
+        Box::pin(async move {
+            let target = target.clone().migrate();
+            let out = self
+                .polygateway_plugin_structured_strategy()
+                .call_repair(s, raw, &target)
+                .await?;
+            Ok(out.migrate())
+        })
+    }
+}
+
+impl Calls<dyn StrategyCalls> for Bindings0_1 {
+    fn calls(&self) -> &(dyn StrategyCalls + 'static) {
+        self
+    }
+}
+
+impl Calls<dyn StrategyCalls> for Bindings0_2 {
+    fn calls(&self) -> &(dyn StrategyCalls + 'static) {
+        self
+    }
+}
 
 /// Most idle warm instances kept per strategy component. A call holds an instance for the
 /// microseconds of one `prepare` or `repair`; more are created under contention and dropped
@@ -42,7 +147,7 @@ const INTERFACE: &str = "structured-strategy";
 pub struct StrategyComponent {
     origin: String,
     info: StrategyInfo,
-    pool: Pool<Bindings>,
+    pool: Versioned<Bindings0_1, Bindings0_2>,
 }
 
 impl std::fmt::Debug for StrategyComponent {
@@ -79,17 +184,22 @@ impl StrategyComponent {
             origin: origin.to_string(),
             message,
         };
-        let pre = StrategyPre::new(instance_pre).map_err(|e| load_err(format!("{e:#}")))?;
-        let pool: Pool<Bindings> = Pool::new(engine, pre, POOL_CAPACITY);
-        let mut warm = pool.instantiate().map_err(|e| load_err(format!("{e:#}")))?;
+        let err = |e: wasmtime::Error| load_err(format!("{e:#}"));
+        let pool = match version.as_str() {
+            "0.1.0" => Versioned::V0_1(Pool::new(
+                engine,
+                v0_1::strategy::StrategyPre::new(instance_pre).map_err(err)?,
+                POOL_CAPACITY,
+            )),
+            _ => Versioned::V0_2(Pool::new(
+                engine,
+                v0_2::strategy::StrategyPre::new(instance_pre).map_err(err)?,
+                POOL_CAPACITY,
+            )),
+        };
+        let mut warm = pool.instantiate().map_err(err)?;
         let info = warm
-            .call(pool.limits(), &(), |store, b, _| {
-                Box::pin(async move {
-                    b.polygateway_plugin_structured_strategy()
-                        .call_describe(store)
-                        .await
-                })
-            })
+            .call::<dyn StrategyCalls, _, _>(pool.limits(), &(), |store, b, _| b.describe(store))
             .map_err(|e| load_err(format!("describe failed: {e:#}")))?;
         if info.contract_version != version {
             return Err(load_err(format!(
@@ -140,11 +250,7 @@ impl StrategyComponent {
     ) -> Result<Preparation, PluginError> {
         let caps = wire_capabilities(provider);
         let mut p = self.call("prepare", target, move |store, b, target| {
-            Box::pin(async move {
-                b.polygateway_plugin_structured_strategy()
-                    .call_prepare(store, target, caps)
-                    .await
-            })
+            b.prepare(store, target, caps)
         })?;
         if !provider.native_json_schema
             && matches!(p.response_format, Some(ResponseFormat::JsonSchema(_)))
@@ -169,11 +275,7 @@ impl StrategyComponent {
     ) -> Result<Preparation, PluginError> {
         let caps = wire_capabilities(provider);
         self.call("prepare", target, move |store, b, target| {
-            Box::pin(async move {
-                b.polygateway_plugin_structured_strategy()
-                    .call_prepare(store, target, caps)
-                    .await
-            })
+            b.prepare(store, target, caps)
         })
     }
 
@@ -189,11 +291,7 @@ impl StrategyComponent {
         target: &JsonTarget,
     ) -> Result<Result<String, RepairError>, PluginError> {
         self.call("repair", &(raw, target), move |store, b, (raw, target)| {
-            Box::pin(async move {
-                b.polygateway_plugin_structured_strategy()
-                    .call_repair(store, raw, target)
-                    .await
-            })
+            b.repair(store, raw, target)
         })
     }
 
@@ -203,9 +301,10 @@ impl StrategyComponent {
         &self,
         function: &'static str,
         args: &A,
-        f: impl for<'a> FnOnce(&'a mut Store<HostState>, &'a Bindings, &'a A) -> GuestFuture<'a, R>,
+        f: impl CallFn<dyn StrategyCalls, A, R>,
     ) -> Result<R, PluginError> {
-        self.pool.call(&self.info.name, function, args, f)
+        self.pool
+            .call::<dyn StrategyCalls, _, _>(&self.info.name, function, args, f)
     }
 }
 
@@ -220,6 +319,7 @@ fn wire_capabilities(c: &super::Capabilities) -> WireCapabilities {
             T::None => WireThinkingStyle::None,
             T::ReasoningField => WireThinkingStyle::ReasoningField,
             T::InlineTags => WireThinkingStyle::InlineTags,
+            T::ReasoningBlocks => WireThinkingStyle::ReasoningBlocks,
         },
         prefill_continuation: c.prefill_continuation,
         chat: true,

@@ -1,7 +1,7 @@
 //! The generated bindings of the WIT contract (`wit/`) and the curated types the rest of the
 //! host uses: deltas, usage, classified errors, request descriptions.
 
-use super::bindings::provider as generated;
+use super::bindings::v0_2::provider as generated;
 
 pub use generated::exports::polygateway::plugin::embedding_provider::{
     EmbeddingInputs, EmbeddingRequest, EmbeddingResponse, EmbeddingUsage,
@@ -11,11 +11,10 @@ pub use generated::exports::polygateway::plugin::ocr_provider::{
     UploadRequest,
 };
 pub use generated::polygateway::plugin::types::{
-    AuthScheme, BuildError, Capabilities, ChatRequest, ClassifiedError, Delta, ErrorClass,
-    FinishReason, Header, HttpRequest, Passthrough, PluginInfo, SourceInfo, SseEvent,
-    ThinkingStyle, ToolCallDelta, Usage,
+    AuthScheme, BuildError, Capabilities, ChatRequest, ClassifiedError, Delta, EncryptedReasoning,
+    ErrorClass, FinishReason, Header, HttpRequest, Passthrough, PluginInfo, ReasoningSignature,
+    SourceInfo, SseEvent, ThinkingStyle, ToolCallDelta, Usage,
 };
-pub(crate) use generated::{Provider, ProviderPre};
 
 /// The OpenAI `finish_reason` string of a finish reason.
 pub fn finish_reason_str(f: &FinishReason) -> &str {
@@ -41,11 +40,22 @@ pub fn delta_to_json(d: &Delta) -> serde_json::Value {
             "index": t.index, "id": t.id, "name": t.name, "arguments": t.arguments } }),
         Delta::Finish(FinishReason::Other(s)) => json!({ "finish": { "other": s } }),
         Delta::Finish(f) => json!({ "finish": finish_reason_str(f) }),
-        Delta::Usage(u) => json!({ "usage": {
-            "prompt_tokens": u.prompt_tokens,
-            "completion_tokens": u.completion_tokens,
-            "cached_prompt_tokens": u.cached_prompt_tokens,
-            "reasoning_tokens": u.reasoning_tokens } }),
+        Delta::Usage(u) => {
+            let mut usage = serde_json::Map::new();
+            usage.insert("prompt_tokens".into(), json!(u.prompt_tokens));
+            usage.insert("completion_tokens".into(), json!(u.completion_tokens));
+            usage.insert("cached_prompt_tokens".into(), json!(u.cached_prompt_tokens));
+            usage.insert("reasoning_tokens".into(), json!(u.reasoning_tokens));
+            // Only when reported: the 0.1 transcripts, which cannot report it, stay valid.
+            if let Some(w) = u.cache_write_tokens {
+                usage.insert("cache_write_tokens".into(), json!(w));
+            }
+            json!({ "usage": usage })
+        }
+        Delta::ReasoningSignature(r) => json!({ "reasoning_signature": {
+            "signature": r.signature, "format": r.format } }),
+        Delta::ReasoningEncrypted(r) => json!({ "reasoning_encrypted": {
+            "data": r.data, "id": r.id, "format": r.format } }),
         Delta::Refusal(r) => json!({ "refusal": r }),
         Delta::Model(m) => json!({ "model": m }),
         Delta::Done => json!("done"),
@@ -54,8 +64,8 @@ pub fn delta_to_json(d: &Delta) -> serde_json::Value {
     }
 }
 
-/// What a provider plugin sees of a configured source: model, base URL, thinking switch and
-/// `EXTRA_BODY` as JSON text — never the credential, which only the host attaches (per the
+/// What a provider plugin sees of a configured source: model, base URL, thinking switch,
+/// `EXTRA_BODY` as JSON text, `MAX_TOKENS` and `THINKING_BUDGET` — never the credential, which only the host attaches (per the
 /// plugin's `auth-scheme`). The one mapping the gateway and the conformance kit both use.
 pub fn source_info(s: &crate::config::SourceSettings) -> SourceInfo {
     SourceInfo {
@@ -63,6 +73,8 @@ pub fn source_info(s: &crate::config::SourceSettings) -> SourceInfo {
         base_url: s.base_url.clone(),
         enable_thinking: s.enable_thinking,
         extra_body_json: serde_json::Value::Object(s.extra_body.clone()).to_string(),
+        max_tokens: s.max_tokens,
+        thinking_budget_tokens: s.thinking_budget_tokens,
     }
 }
 
@@ -77,11 +89,13 @@ pub fn error_class_str(c: ErrorClass) -> &'static str {
     }
 }
 
-/// The contract's name of a thinking style (`none`, `reasoning-field`, `inline-tags`).
+/// The contract's name of a thinking style (`none`, `reasoning-field`, `inline-tags`,
+/// `reasoning-blocks`).
 pub fn thinking_style_str(t: ThinkingStyle) -> &'static str {
     match t {
         ThinkingStyle::None => "none",
         ThinkingStyle::ReasoningField => "reasoning-field",
         ThinkingStyle::InlineTags => "inline-tags",
+        ThinkingStyle::ReasoningBlocks => "reasoning-blocks",
     }
 }

@@ -1,13 +1,14 @@
 //! Encoding of the OpenAI chat-completions wire format: stream chunks (SSE) and the
 //! non-streamed completion object.
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 
 use bytes::Bytes;
 use serde_json::{Value, json};
 
 use crate::error::GatewayError;
 use crate::pipeline::passthrough::{Flat, members};
+use crate::pipeline::reasoning::{encrypted_entry, text_entry};
 use crate::pipeline::{AnswerFields, ChatResponse, StreamStart, TokenUsage};
 use crate::plugin::{Delta, Passthrough, finish_reason_str};
 
@@ -27,6 +28,11 @@ pub(crate) struct ChunkEncoder {
     model: String,
     /// A passthrough delta waiting for the delta it goes with.
     held: Cell<Option<Passthrough>>,
+    /// The reasoning text streamed since the last `reasoning_details` entry: a signature
+    /// makes it one `reasoning.text` entry (see `pipeline/reasoning.rs`).
+    block: RefCell<String>,
+    /// `reasoning_details` entries written so far (the next entry's `index`).
+    details: Cell<usize>,
 }
 
 impl ChunkEncoder {
@@ -50,6 +56,8 @@ impl ChunkEncoder {
             created: start.created,
             model,
             held: Cell::new(None),
+            block: RefCell::new(String::new()),
+            details: Cell::new(0),
         }
     }
 
@@ -67,6 +75,12 @@ impl ChunkEncoder {
     /// fragments) are written straight into `out`: no intermediate JSON value. The bytes
     /// are exactly those of `delta_via_value`.
     pub(crate) fn encode_delta(&self, d: &Delta, out: &mut Vec<u8>) -> bool {
+        if let Delta::Reasoning(r) = d {
+            self.block.borrow_mut().push_str(r);
+        }
+        if let Delta::ReasoningSignature(_) | Delta::ReasoningEncrypted(_) = d {
+            return self.encode_reasoning_detail(d, out);
+        }
         if let Delta::Passthrough(p) = d {
             // Two in a row: the first had no delta of its own after all.
             if let Some(prev) = self.held.replace(Some(p.clone())) {
@@ -93,7 +107,12 @@ impl ChunkEncoder {
                 return true;
             }
             Delta::Role(_) | Delta::ToolCall(_) => return self.delta_via_value(d, out),
-            Delta::Usage(_) | Delta::Model(_) | Delta::Done | Delta::Passthrough(_) => {
+            Delta::Usage(_)
+            | Delta::Model(_)
+            | Delta::Done
+            | Delta::Passthrough(_)
+            | Delta::ReasoningSignature(_)
+            | Delta::ReasoningEncrypted(_) => {
                 return false;
             }
         };
@@ -108,6 +127,31 @@ impl ChunkEncoder {
         }
         out.extend_from_slice(br#"},"logprobs":null,"finish_reason":null}]}"#);
         out.extend_from_slice(b"\n\n");
+        true
+    }
+
+    /// Append the chunk of a reasoning signature or encrypted block: `delta` is
+    /// `{"reasoning_details": [<the whole entry>]}` (a signed entry carries the text of its
+    /// block, already streamed as `reasoning_content`, so a client needs no merging). A held
+    /// passthrough is written first, in a chunk of its own.
+    fn encode_reasoning_detail(&self, d: &Delta, out: &mut Vec<u8>) -> bool {
+        if let Some(p) = self.held.take() {
+            self.encode_with_fields(&Delta::Content(String::new()), &p, out);
+        }
+        let index = self.details.get();
+        let entry = match d {
+            Delta::ReasoningSignature(sig) => text_entry(&self.block.borrow(), sig, index),
+            Delta::ReasoningEncrypted(e) => encrypted_entry(e, index),
+            _ => return false,
+        };
+        self.block.borrow_mut().clear();
+        self.details.set(index + 1);
+        let mut s = String::with_capacity(self.head.len() + 160);
+        s.push_str(&self.head);
+        s.push_str(&json!({ "reasoning_details": [entry] }).to_string());
+        s.push_str(r#","logprobs":null,"finish_reason":null}]}"#);
+        s.push_str("\n\n");
+        out.extend_from_slice(s.as_bytes());
         true
     }
 
@@ -223,7 +267,12 @@ impl ChunkEncoder {
                 (json!({ "tool_calls": [call] }), None)
             }
             Delta::Finish(f) => (json!({}), Some(finish_reason_str(f))),
-            Delta::Usage(_) | Delta::Model(_) | Delta::Done | Delta::Passthrough(_) => return None,
+            Delta::Usage(_)
+            | Delta::Model(_)
+            | Delta::Done
+            | Delta::Passthrough(_)
+            | Delta::ReasoningSignature(_)
+            | Delta::ReasoningEncrypted(_) => return None,
         })
     }
 
@@ -255,8 +304,14 @@ pub(crate) fn usage_json(u: &TokenUsage) -> Value {
         "completion_tokens": u.completion_tokens,
         "total_tokens": u.prompt_tokens + u.completion_tokens,
     });
-    if let Some(c) = u.cached_prompt_tokens {
-        v["prompt_tokens_details"] = json!({ "cached_tokens": c });
+    // `cache_write_tokens` is OpenRouter's name for prompt-cache writes (OpenAI has none).
+    match (u.cached_prompt_tokens, u.cache_write_tokens) {
+        (Some(c), Some(w)) => {
+            v["prompt_tokens_details"] = json!({ "cached_tokens": c, "cache_write_tokens": w });
+        }
+        (Some(c), None) => v["prompt_tokens_details"] = json!({ "cached_tokens": c }),
+        (None, Some(w)) => v["prompt_tokens_details"] = json!({ "cache_write_tokens": w }),
+        (None, None) => {}
     }
     if let Some(r) = u.reasoning_tokens {
         v["completion_tokens_details"] = json!({ "reasoning_tokens": r });
@@ -308,6 +363,8 @@ pub(crate) fn completion_body(r: &ChatResponse, created: u64) -> Vec<u8> {
         content: Option<&'a str>,
         #[serde(skip_serializing_if = "Option::is_none")]
         reasoning_content: Option<&'a str>,
+        #[serde(skip_serializing_if = "<[_]>::is_empty")]
+        reasoning_details: &'a [Value],
         #[serde(skip_serializing_if = "Option::is_none")]
         refusal: Option<&'a str>,
         role: &'static str,
@@ -355,6 +412,7 @@ pub(crate) fn completion_body(r: &ChatResponse, created: u64) -> Vec<u8> {
                 content: (!r.content.is_empty() || !answered_without_text(r))
                     .then_some(r.content.as_str()),
                 reasoning_content: r.reasoning.as_deref(),
+                reasoning_details: &r.reasoning_details,
                 refusal: r.refusal.as_deref(),
                 role: "assistant",
                 tool_calls: &tool_calls,
@@ -380,6 +438,9 @@ pub(crate) fn completion_json(r: &ChatResponse, created: u64) -> Value {
     let mut message = json!({"role": "assistant", "content": r.content});
     if let Some(reasoning) = &r.reasoning {
         message["reasoning_content"] = json!(reasoning);
+    }
+    if !r.reasoning_details.is_empty() {
+        message["reasoning_details"] = Value::Array(r.reasoning_details.clone());
     }
     if !r.tool_calls.is_empty() {
         message["tool_calls"] = r
@@ -434,6 +495,7 @@ mod tests {
             scope: "LLM".into(),
             content: "Hello \u{1} 漢字".into(),
             reasoning: None,
+            reasoning_details: Vec::new(),
             tool_calls: Vec::new(),
             finish_reason: Some("stop".into()),
             usage: None,
@@ -470,7 +532,12 @@ mod tests {
             completion_tokens: 6,
             cached_prompt_tokens: Some(2),
             reasoning_tokens: Some(3),
+            cache_write_tokens: Some(4),
         });
+        with_all.reasoning_details = vec![
+            serde_json::json!({"type": "reasoning.text", "text": "why", "signature": "c2ln",
+                               "format": "anthropic-claude-v1", "index": 0}),
+        ];
         let mut tools_only = base.clone();
         tools_only.content.clear();
         tools_only.finish_reason = None;
@@ -517,6 +584,7 @@ mod tests {
             scope: "LLM".into(),
             content: String::new(),
             reasoning: None,
+            reasoning_details: Vec::new(),
             tool_calls: Vec::new(),
             finish_reason: Some("function_call".into()),
             usage: None,
@@ -552,6 +620,39 @@ mod tests {
 
     /// A passthrough goes into the chunk of the delta after it, each level in its place; two
     /// in a row give the first a chunk of its own; the common frames are unchanged after it.
+    #[test]
+    fn a_signature_writes_its_whole_reasoning_details_entry() {
+        use crate::plugin::{EncryptedReasoning, ReasoningSignature};
+        let enc = encoder();
+        let head = r#"data: {"id":"chatcmpl-0190-abc","object":"chat.completion.chunk","created":1700000000,"model":"m\"odel","choices":[{"index":0,"delta":"#;
+        let tail = r#","logprobs":null,"finish_reason":null}]}"#;
+        let mut out = Vec::new();
+        for d in [
+            Delta::Reasoning("Let me ".into()),
+            Delta::Reasoning("think.".into()),
+            Delta::ReasoningSignature(ReasoningSignature {
+                signature: "EqQBCgIYAhIM".into(),
+                format: "anthropic-claude-v1".into(),
+            }),
+            Delta::ReasoningEncrypted(EncryptedReasoning {
+                data: "EmwKAhgBEgy3".into(),
+                id: None,
+                format: "anthropic-claude-v1".into(),
+            }),
+        ] {
+            assert!(enc.encode_delta(&d, &mut out));
+        }
+        let expected = [
+            r#"{"reasoning_content":"Let me "}"#.to_string(),
+            r#"{"reasoning_content":"think."}"#.to_string(),
+            r#"{"reasoning_details":[{"format":"anthropic-claude-v1","index":0,"signature":"EqQBCgIYAhIM","text":"Let me think.","type":"reasoning.text"}]}"#.to_string(),
+            r#"{"reasoning_details":[{"data":"EmwKAhgBEgy3","format":"anthropic-claude-v1","index":1,"type":"reasoning.encrypted"}]}"#.to_string(),
+        ]
+        .map(|delta| format!("{head}{delta}{tail}\n\n"))
+        .concat();
+        assert_eq!(String::from_utf8(out).unwrap(), expected);
+    }
+
     #[test]
     fn chunks_carry_passthrough_fields() {
         let enc = encoder();

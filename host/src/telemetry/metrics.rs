@@ -285,6 +285,7 @@ impl Metrics {
                     ("prompt", row.prompt_tokens),
                     ("completion", row.completion_tokens),
                     ("cached_prompt", row.cached_prompt_tokens),
+                    ("cache_write", row.cache_write_tokens),
                     ("reasoning", row.reasoning_tokens),
                 ];
                 for (kind, n) in kinds {

@@ -212,6 +212,7 @@ impl Telemetry {
                             prompt: p,
                             completion: c,
                             cached_prompt: row.cached_prompt_tokens,
+                            cache_write: row.cache_write_tokens,
                         })
                     }
                     _ => None,

@@ -5,14 +5,19 @@
 //! ```json
 //! {
 //!   "deepseek-chat": {"input": 0.27, "output": 1.10, "cached_input": 0.07},
+//!   "claude-sonnet-4-5": {"input": 3.0, "output": 15.0, "cached_input": 0.30, "cache_write_input": 3.75},
+//!   "gemini-2.5-flash": {"input": 0.30, "output": 2.50, "cached_input": 0.075},
 //!   "qwen-plus": {"input": 0.4, "output": 1.2}
 //! }
 //! ```
 //!
-//! `cost = (prompt − cached) × input + cached × cached_input + completion × output`, all
-//! divided by 10⁶, where the cached split applies only when `cached_input` is configured
-//! (otherwise every prompt token is billed at `input`). Reasoning tokens are part of
-//! `completion_tokens` and are billed at `output`. An unknown model or unavailable usage
+//! `cost = (prompt − cached − written) × input + cached × cached_input + written ×
+//! cache_write_input + completion × output`, all divided by 10⁶. Each split applies only
+//! when its price is configured: without `cached_input` cache reads are billed at `input`,
+//! without `cache_write_input` cache writes are (prompt tokens count both, see the contract's
+//! `usage`). Anthropic's cache-write rate is 1.25× its input rate (2× for the one-hour
+//! cache) and its read rate 0.1×: write them as the prices they come to, as above. Reasoning
+//! tokens are part of `completion_tokens` and are billed at `output`. An unknown model or unavailable usage
 //! gives no cost (NULL) and one warning per model.
 
 use std::collections::{BTreeMap, HashSet};
@@ -31,6 +36,10 @@ pub struct Price {
     /// `input`.
     #[serde(default)]
     pub cached_input: Option<f64>,
+    /// Per million prompt tokens written to the provider's prompt cache (Anthropic
+    /// `cache_creation_input_tokens`); unset = billed at `input`.
+    #[serde(default)]
+    pub cache_write_input: Option<f64>,
 }
 
 /// Why the price table could not be read.
@@ -39,7 +48,7 @@ pub enum PricingError {
     #[error("PGW_PRICING_FILE: cannot read {path}: {message}")]
     Read { path: String, message: String },
     #[error(
-        "PGW_PRICING_FILE: {path} is not a JSON object of model → {{\"input\", \"output\", \"cached_input\"?}} prices per million tokens: {message}"
+        "PGW_PRICING_FILE: {path} is not a JSON object of model → {{\"input\", \"output\", \"cached_input\"?, \"cache_write_input\"?}} prices per million tokens: {message}"
     )]
     Parse { path: String, message: String },
     #[error(
@@ -59,6 +68,8 @@ pub struct BilledTokens {
     pub completion: u64,
     /// Prompt tokens from the provider's prompt cache; `None` = not reported.
     pub cached_prompt: Option<u64>,
+    /// Prompt tokens written to the provider's prompt cache; `None` = not reported.
+    pub cache_write: Option<u64>,
 }
 
 /// The price table.
@@ -91,6 +102,7 @@ impl Pricing {
                 ("input", Some(p.input)),
                 ("output", Some(p.output)),
                 ("cached_input", p.cached_input),
+                ("cache_write_input", p.cache_write_input),
             ];
             for (field, v) in fields {
                 if let Some(v) = v
@@ -129,21 +141,33 @@ impl Pricing {
             );
             return None;
         };
-        let mut cached = 0;
-        if let (Some(c), Some(_)) = (t.cached_prompt, price.cached_input) {
-            if c > t.prompt {
-                tracing::warn!(
-                    model,
-                    cached = c,
-                    prompt = t.prompt,
-                    "cached prompt tokens exceed prompt tokens; clamped"
-                );
+        let split = |reported: Option<u64>, price: Option<f64>, left: u64, what: &str| match (
+            reported, price,
+        ) {
+            (Some(n), Some(_)) => {
+                if n > left {
+                    tracing::warn!(
+                        model,
+                        tokens = n,
+                        prompt = t.prompt,
+                        "{what} prompt tokens exceed the prompt tokens not yet billed; clamped"
+                    );
+                }
+                n.min(left)
             }
-            cached = c.min(t.prompt);
-        }
-        let uncached = (t.prompt - cached) as f64;
+            _ => 0,
+        };
+        let cached = split(t.cached_prompt, price.cached_input, t.prompt, "cached");
+        let written = split(
+            t.cache_write,
+            price.cache_write_input,
+            t.prompt - cached,
+            "cache-written",
+        );
+        let uncached = (t.prompt - cached - written) as f64;
         let cost = uncached * price.input
             + cached as f64 * price.cached_input.unwrap_or(price.input)
+            + written as f64 * price.cache_write_input.unwrap_or(price.input)
             + t.completion as f64 * price.output;
         Some(cost / 1_000_000.0)
     }
@@ -177,7 +201,52 @@ mod tests {
             prompt,
             completion,
             cached_prompt: cached,
+            cache_write: None,
         })
+    }
+
+    #[test]
+    fn cache_writes_are_billed_at_their_own_rate_when_configured() {
+        // Anthropic-style: reads at 0.1×, writes at 1.25× the input rate.
+        let p = Pricing::from_json(
+            "t",
+            r#"{"c": {"input": 3.0, "output": 15.0, "cached_input": 0.3, "cache_write_input": 3.75},
+                "g": {"input": 0.3, "output": 2.5, "cached_input": 0.075}}"#,
+        )
+        .unwrap();
+        let t = |prompt, cached, written| {
+            Some(BilledTokens {
+                prompt,
+                completion: 100,
+                cached_prompt: cached,
+                cache_write: written,
+            })
+        };
+        // (3000 − 1000 − 1500) × 3 + 1000 × 0.3 + 1500 × 3.75 + 100 × 15
+        assert_eq!(
+            p.cost("c", t(3000, Some(1000), Some(1500))),
+            Some((1500.0 + 300.0 + 5625.0 + 1500.0) / 1e6)
+        );
+        // No write price: written tokens are billed at `input`.
+        assert_eq!(
+            p.cost("g", t(3000, Some(1000), Some(1500))),
+            Some((2000.0 * 0.3 + 1000.0 * 0.075 + 250.0) / 1e6)
+        );
+        // More written than left unbilled: clamped, never negative.
+        assert_eq!(
+            p.cost("c", t(100, Some(60), Some(90))),
+            Some((60.0 * 0.3 + 40.0 * 3.75 + 1500.0) / 1e6)
+        );
+        assert!(matches!(
+            Pricing::from_json(
+                "t",
+                r#"{"a": {"input": 1, "output": 1, "cache_write_input": -2}}"#
+            ),
+            Err(PricingError::Invalid {
+                field: "cache_write_input",
+                ..
+            })
+        ));
     }
 
     #[test]

@@ -85,6 +85,8 @@ pub struct CallRow {
     pub completion_tokens: Option<u64>,
     /// Prompt tokens served from the provider's prompt cache; `None` = not reported.
     pub cached_prompt_tokens: Option<u64>,
+    /// Prompt tokens written to the provider's prompt cache (`cache_write_tokens`).
+    pub cache_write_tokens: Option<u64>,
     /// Reasoning tokens (part of `completion_tokens`); `None` = not reported.
     pub reasoning_tokens: Option<u64>,
     /// How trustworthy the token counts are.
@@ -149,6 +151,7 @@ impl CallRow {
             prompt_tokens: None,
             completion_tokens: None,
             cached_prompt_tokens: None,
+            cache_write_tokens: None,
             reasoning_tokens: None,
             usage_source: UsageSource::Unavailable,
             latency_ms: None,

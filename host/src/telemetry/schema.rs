@@ -115,6 +115,7 @@ pub const COLUMNS: &[Column] = &[
         "TEXT NOT NULL DEFAULT '{}'",
         "JSONB NOT NULL DEFAULT '{}'",
     ),
+    col("cache_write_tokens", T::Integer, "INTEGER", "BIGINT"),
 ];
 
 impl Column {
@@ -233,6 +234,7 @@ pub fn value<'a>(row: &'a CallRow, name: &str) -> SqlValue<'a> {
         "prompt_tokens" => SqlValue::Integer(int(row.prompt_tokens)),
         "completion_tokens" => SqlValue::Integer(int(row.completion_tokens)),
         "cached_prompt_tokens" => SqlValue::Integer(int(row.cached_prompt_tokens)),
+        "cache_write_tokens" => SqlValue::Integer(int(row.cache_write_tokens)),
         "reasoning_tokens" => SqlValue::Integer(int(row.reasoning_tokens)),
         "usage_source" => SqlValue::Text(Some(row.usage_source.as_str())),
         "latency_ms" => SqlValue::Integer(int(row.latency_ms)),
@@ -286,7 +288,7 @@ mod tests {
         assert!(lite.contains("    created_at INTEGER NOT NULL,\n    messages TEXT,"));
         assert_eq!(
             add_column_sql(SchemaBackend::Postgres, &COLUMNS[COLUMNS.len() - 1]),
-            "ALTER TABLE llm_calls ADD COLUMN meta JSONB NOT NULL DEFAULT '{}'"
+            "ALTER TABLE llm_calls ADD COLUMN cache_write_tokens BIGINT"
         );
     }
 

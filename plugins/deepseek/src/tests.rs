@@ -17,6 +17,8 @@ fn source(enable_thinking: Option<bool>) -> SourceInfo {
         base_url: "https://api.deepseek.com".into(),
         enable_thinking,
         extra_body_json: "{}".into(),
+        max_tokens: None,
+        thinking_budget_tokens: None,
     }
 }
 
@@ -36,7 +38,7 @@ fn describes_itself() {
     let info = <DeepSeek as Guest>::describe();
     assert_eq!(
         (info.name.as_str(), info.contract_version.as_str()),
-        ("deepseek", "0.1.0")
+        ("deepseek", "0.2.0")
     );
     let c = info.capabilities;
     assert!(c.streaming && !c.native_json_schema && c.prefill_continuation);

@@ -16,6 +16,8 @@ fn source() -> SourceInfo {
         base_url: "http://ocr.lan:7861".into(),
         enable_thinking: None,
         extra_body_json: "{}".into(),
+        max_tokens: None,
+        thinking_budget_tokens: None,
     }
 }
 
@@ -82,7 +84,7 @@ fn assert_elements(actual: &[LayoutElement], expected: &[LayoutElement]) {
 fn describes_an_ocr_only_provider() {
     let info = <MonkeyOcr as Guest>::describe();
     assert_eq!(info.name, "monkeyocr");
-    assert_eq!(info.contract_version, "0.1.0");
+    assert_eq!(info.contract_version, "0.2.0");
     let c = info.capabilities;
     assert!(c.ocr);
     assert!(!c.chat && !c.streaming && !c.native_json_schema && !c.prefill_continuation);

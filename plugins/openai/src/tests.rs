@@ -17,6 +17,8 @@ fn source(enable_thinking: Option<bool>) -> SourceInfo {
         base_url: "https://api.openai.com/v1".into(),
         enable_thinking,
         extra_body_json: "{}".into(),
+        max_tokens: None,
+        thinking_budget_tokens: None,
     }
 }
 
@@ -33,7 +35,7 @@ fn request(prefill: Option<&str>) -> ChatRequest {
 fn describes_itself() {
     let info = <OpenAi as Guest>::describe();
     assert_eq!(info.name, "openai");
-    assert_eq!(info.contract_version, "0.1.0");
+    assert_eq!(info.contract_version, "0.2.0");
     let c = info.capabilities;
     assert!(c.streaming && c.native_json_schema && !c.prefill_continuation);
     assert_eq!(c.thinking, ThinkingStyle::None);

@@ -34,7 +34,7 @@ pub const EMBEDDINGS_PATH: &str = "/embeddings";
 ///
 /// let source = SourceInfo { model: "text-embedding-3-small".into(),
 ///     base_url: "https://api.openai.com/v1".into(), enable_thinking: None,
-///     extra_body_json: "{}".into() };
+///     extra_body_json: "{}".into(), max_tokens: None, thinking_budget_tokens: None };
 /// let req = EmbeddingRequest {
 ///     inputs: EmbeddingInputs::Texts(vec!["a".into(), "b".into()]),
 ///     dimensions: Some(8),
@@ -223,6 +223,8 @@ mod tests {
             base_url: "http://x".into(),
             enable_thinking: None,
             extra_body_json: "{}".into(),
+            max_tokens: None,
+            thinking_budget_tokens: None,
         }
     }
 

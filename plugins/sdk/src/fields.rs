@@ -47,7 +47,8 @@ pub fn finish_reason_from_str(reason: &str) -> FinishReason {
 ///     "prompt_tokens_details": {"cached_tokens": 16}
 /// }));
 /// assert_eq!(u, Some(Usage { prompt_tokens: 20, completion_tokens: 7,
-///                            cached_prompt_tokens: Some(16), reasoning_tokens: None }));
+///                            cached_prompt_tokens: Some(16), reasoning_tokens: None,
+///                            cache_write_tokens: None }));
 /// assert_eq!(usage_from_json(&json!(null)), None);
 /// ```
 pub fn usage_from_json(usage: &Value) -> Option<Usage> {
@@ -63,11 +64,13 @@ pub fn usage_from_json(usage: &Value) -> Option<Usage> {
         completion_tokens: completion.unwrap_or(0),
         cached_prompt_tokens: cached,
         reasoning_tokens: count(usage.pointer("/completion_tokens_details/reasoning_tokens")),
+        // OpenAI-compatible APIs cache implicitly and report no cache writes.
+        cache_write_tokens: None,
     })
 }
 
 /// A non-negative integer token count (integral floats accepted).
-fn count(v: Option<&Value>) -> Option<u64> {
+pub fn count(v: Option<&Value>) -> Option<u64> {
     let v = v?;
     v.as_u64().or_else(|| {
         let f = v.as_f64()?;

@@ -8,8 +8,10 @@ use crate::{ChatStreamParser, ClassifiedError, Delta, FinishReason, SseEvent};
 /// The JSON form of one delta in a golden `.expected.json` file: `{"role": …}`,
 /// `{"content": …}`, `{"reasoning": …}`, `{"tool_call": {"index", "id", "name",
 /// "arguments"}}`, `{"finish": "stop" | … | {"other": …}}`, `{"usage": {"prompt_tokens",
-/// "completion_tokens", "cached_prompt_tokens", "reasoning_tokens"}}`, `{"model": …}`, or
-/// `"done"`. Absent options are `null`.
+/// "completion_tokens", "cached_prompt_tokens", "reasoning_tokens", "cache_write_tokens"?}}`
+/// (`cache_write_tokens` only when reported, so 0.1 transcripts stay valid),
+/// `{"reasoning_signature": {"signature", "format"}}`, `{"reasoning_encrypted": {"data", "id",
+/// "format"}}`, `{"model": …}`, or `"done"`. Absent options are `null`.
 ///
 /// # Example
 /// ```
@@ -27,11 +29,21 @@ pub fn delta_to_json(delta: &Delta) -> Value {
         Delta::ToolCall(t) => json!({ "tool_call": {
             "index": t.index, "id": t.id, "name": t.name, "arguments": t.arguments } }),
         Delta::Finish(f) => json!({ "finish": finish_to_json(f) }),
-        Delta::Usage(u) => json!({ "usage": {
-            "prompt_tokens": u.prompt_tokens,
-            "completion_tokens": u.completion_tokens,
-            "cached_prompt_tokens": u.cached_prompt_tokens,
-            "reasoning_tokens": u.reasoning_tokens } }),
+        Delta::Usage(u) => {
+            let mut usage = json!({
+                "prompt_tokens": u.prompt_tokens,
+                "completion_tokens": u.completion_tokens,
+                "cached_prompt_tokens": u.cached_prompt_tokens,
+                "reasoning_tokens": u.reasoning_tokens });
+            if let (Some(w), Some(o)) = (u.cache_write_tokens, usage.as_object_mut()) {
+                o.insert("cache_write_tokens".into(), json!(w));
+            }
+            json!({ "usage": usage })
+        }
+        Delta::ReasoningSignature(s) => json!({ "reasoning_signature": {
+            "signature": s.signature, "format": s.format } }),
+        Delta::ReasoningEncrypted(e) => json!({ "reasoning_encrypted": {
+            "data": e.data, "id": e.id, "format": e.format } }),
         Delta::Refusal(r) => json!({ "refusal": r }),
         Delta::Model(m) => json!({ "model": m }),
         Delta::Done => json!("done"),

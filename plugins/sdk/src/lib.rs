@@ -1,5 +1,5 @@
 //! PolyGateway guest SDK: the WIT bindings of the plugin contract
-//! (`polygateway:plugin@0.1.0`, worlds `provider`, `selector` and `strategy`) and the building
+//! (`polygateway:plugin@0.2.0`, worlds `provider`, `selector` and `strategy`) and the building
 //! blocks of an OpenAI-compatible provider component — request bodies, SSE and response
 //! parsing, error classification, a `<think>` splitter — and of a structured-output strategy
 //! — prompt instructions, native `response_format`, fence stripping, JSON repair — as plain
@@ -134,11 +134,11 @@ pub use strategy_bindings::exports::polygateway::plugin::structured_strategy::{
 pub use stream::ChatStreamParser;
 pub use think::ThinkSplitter;
 
-/// The version of the WIT contract this SDK binds (`polygateway:plugin@0.1.0`); `describe`
+/// The version of the WIT contract this SDK binds (`polygateway:plugin@0.2.0`); `describe`
 /// reports it as `contract-version`.
 ///
 /// # Example
 /// ```
-/// assert_eq!(polygateway_plugin_sdk::CONTRACT_VERSION, "0.1.0");
+/// assert_eq!(polygateway_plugin_sdk::CONTRACT_VERSION, "0.2.0");
 /// ```
-pub const CONTRACT_VERSION: &str = "0.1.0";
+pub const CONTRACT_VERSION: &str = "0.2.0";

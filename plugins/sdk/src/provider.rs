@@ -76,7 +76,7 @@ use crate::{
 /// // polygateway_plugin_sdk::export_provider!(Acme);
 ///
 /// let info = Acme::describe();
-/// assert_eq!((info.name.as_str(), info.contract_version.as_str()), ("acme", "0.1.0"));
+/// assert_eq!((info.name.as_str(), info.contract_version.as_str()), ("acme", "0.2.0"));
 /// ```
 pub trait Provider: 'static {
     /// Short stable name returned by `describe`, e.g. `openai`.
@@ -176,7 +176,9 @@ pub trait Provider: 'static {
     /// `build-request`: `POST /chat/completions` with a JSON body built as: the contract's
     /// keys ([`ChatBody::new`], messages + prefill message), then
     /// [`Provider::add_body_fields`], then `source.extra-body-json`, then `req.overlay-json`
-    /// (later wins; protected keys are never overridden). Bearer auth.
+    /// (later wins; protected keys are never overridden), then `max_tokens` from
+    /// `source.max-tokens` when none of those set `max_tokens` or `max_completion_tokens`.
+    /// Bearer auth.
     ///
     /// Errors: `req.stream` when `CAPABILITIES.streaming` is false → `unsupported`; bad
     /// `messages-json` or `overlay-json` → `invalid-request` naming the field;
@@ -195,7 +197,8 @@ pub trait Provider: 'static {
     /// use polygateway_plugin_sdk::{BuildError, ChatRequest, SourceInfo};
     ///
     /// let source = SourceInfo { model: "m".into(), base_url: "https://x/v1".into(),
-    ///     enable_thinking: None, extra_body_json: "{}".into() };
+    ///     enable_thinking: None, extra_body_json: "{}".into(),
+    ///     max_tokens: None, thinking_budget_tokens: None };
     /// let req = ChatRequest { messages_json: "[]".into(), overlay_json: "7".into(),
     ///     stream: false, prefill: None };
     /// let err = Acme::build_request(&req, &source).unwrap_err();
@@ -219,6 +222,14 @@ pub trait Provider: 'static {
             .map_err(|e| BuildError::Unsupported(e.to_string()))?;
         body.merge_object("overlay-json", &req.overlay_json)
             .map_err(invalid)?;
+        // `MAX_TOKENS` is the source's default cap: only when neither the client nor
+        // `EXTRA_BODY` set one (OpenAI refuses both spellings at once).
+        if let Some(cap) = source.max_tokens
+            && body.get("max_tokens").is_none()
+            && body.get("max_completion_tokens").is_none()
+        {
+            body.insert("max_tokens", &serde_json::Value::from(cap));
+        }
         Ok(chat_completions_request(&body))
     }
 
@@ -259,7 +270,8 @@ pub trait Provider: 'static {
     ///     };
     /// }
     /// let source = SourceInfo { model: "m".into(), base_url: "http://e".into(),
-    ///     enable_thinking: None, extra_body_json: "{}".into() };
+    ///     enable_thinking: None, extra_body_json: "{}".into(),
+    ///     max_tokens: None, thinking_budget_tokens: None };
     /// let tokens = EmbeddingRequest {
     ///     inputs: EmbeddingInputs::Tokens(vec![vec![15339]]), dimensions: None,
     /// };
@@ -445,7 +457,8 @@ fn no_ocr(name: &str) -> ClassifiedError {
 /// use polygateway_plugin_sdk::{Delta, GuestStreamParser, ProviderStreamParser, SourceInfo, SseEvent};
 ///
 /// let source = SourceInfo { model: "m".into(), base_url: "https://x/v1".into(),
-///     enable_thinking: None, extra_body_json: "{}".into() };
+///     enable_thinking: None, extra_body_json: "{}".into(),
+///     max_tokens: None, thinking_budget_tokens: None };
 /// let parser = <ProviderStreamParser<Acme> as GuestStreamParser>::new(source);
 /// let out = parser.parse(vec![SseEvent { event: None, data: "[DONE]".into() }]).unwrap();
 /// assert_eq!(out, vec![Delta::Done]);

@@ -30,7 +30,7 @@ use crate::{CONTRACT_VERSION, SelectorCandidate as Candidate, SelectorGuest, Sel
 /// // polygateway_plugin_sdk::export_selector!(First);
 ///
 /// let info = First::describe();
-/// assert_eq!((info.name.as_str(), info.contract_version.as_str()), ("first", "0.1.0"));
+/// assert_eq!((info.name.as_str(), info.contract_version.as_str()), ("first", "0.2.0"));
 /// ```
 pub trait Selector: 'static {
     /// Short stable name returned by `describe`, e.g. `round-robin`.

@@ -19,7 +19,7 @@ wit_bindgen::generate!({
     world: "strategy",
     path: "wit",
     with: {
-        "polygateway:plugin/types@0.1.0": crate::bindings::polygateway::plugin::types,
+        "polygateway:plugin/types@0.2.0": crate::bindings::polygateway::plugin::types,
     },
     // Component crates export with `polygateway_plugin_sdk::export_strategy!(MyStrategy);`
     // without depending on wit-bindgen themselves.

@@ -58,6 +58,8 @@ fn source(extra: &str) -> SourceInfo {
         base_url: "https://api.example.com/v1".into(),
         enable_thinking: None,
         extra_body_json: extra.into(),
+        max_tokens: None,
+        thinking_budget_tokens: None,
     }
 }
 
@@ -212,4 +214,41 @@ fn streaming_without_the_capability_is_unsupported() {
         Err(BuildError::Unsupported(_))
     ));
     assert!(NoStream::build_request(&request(MSGS, "{}", false), &source("{}")).is_ok());
+}
+
+#[test]
+fn max_tokens_is_the_sources_default_cap_only() {
+    let capped = SourceInfo {
+        max_tokens: Some(512),
+        ..source("{}")
+    };
+    let req = |overlay| request(MSGS, overlay, false);
+    assert_eq!(
+        body_of::<Plain>(&req("{}"), &capped),
+        json!({"model": "m-1", "messages": [{"role": "user", "content": "hi"}], "stream": false,
+               "max_tokens": 512})
+    );
+    // The client's cap, in either spelling, wins; never both keys at once.
+    assert_eq!(
+        body_of::<Plain>(&req(r#"{"max_tokens":7}"#), &capped)["max_tokens"],
+        json!(7)
+    );
+    let b = body_of::<Plain>(&req(r#"{"max_completion_tokens":9}"#), &capped);
+    assert_eq!(b["max_completion_tokens"], json!(9));
+    assert!(b.get("max_tokens").is_none(), "{b}");
+    // EXTRA_BODY's cap counts as set too.
+    let extra = SourceInfo {
+        max_tokens: Some(512),
+        ..source(r#"{"max_tokens":64}"#)
+    };
+    assert_eq!(
+        body_of::<Plain>(&req("{}"), &extra)["max_tokens"],
+        json!(64)
+    );
+    // No MAX_TOKENS: nothing added.
+    assert!(
+        body_of::<Plain>(&req("{}"), &source("{}"))
+            .get("max_tokens")
+            .is_none()
+    );
 }

@@ -26,6 +26,7 @@ fn full_response_in_stream_order() {
                 completion_tokens: 20,
                 cached_prompt_tokens: Some(8),
                 reasoning_tokens: Some(15),
+                cache_write_tokens: None,
             }),
             Delta::Done,
         ]

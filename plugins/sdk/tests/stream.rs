@@ -43,6 +43,7 @@ fn one_chunk_with_everything_keeps_the_contract_order() {
                 completion_tokens: 2,
                 cached_prompt_tokens: None,
                 reasoning_tokens: None,
+                cache_write_tokens: None,
             }),
         ]
     );

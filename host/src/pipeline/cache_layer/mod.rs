@@ -319,9 +319,10 @@ async fn replay(
 /// The deltas of a whole answer, in the order a live stream sends them.
 fn replay_deltas(r: &ChatResponse) -> Vec<Delta> {
     let mut out = vec![Delta::Role("assistant".into())];
-    if let Some(reasoning) = r.reasoning.as_ref().filter(|s| !s.is_empty()) {
-        out.push(Delta::Reasoning(reasoning.clone()));
-    }
+    out.extend(crate::pipeline::reasoning::replay(
+        r.reasoning.as_deref(),
+        &r.reasoning_details,
+    ));
     // The answer's pass-through fields go with its text (or, with none, its finish chunk).
     if let Some(f) = &r.upstream_fields {
         out.push(Delta::Passthrough(Passthrough {

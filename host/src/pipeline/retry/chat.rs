@@ -229,6 +229,7 @@ fn response(
         scope: scope.settings.name.to_string(),
         content: acc.content,
         reasoning: (!acc.reasoning.is_empty()).then_some(acc.reasoning),
+        reasoning_details: acc.reasoning_details.into_entries(),
         tool_calls: acc.tool_calls,
         finish_reason: acc.finish_reason,
         usage: acc.usage,

@@ -294,9 +294,10 @@ async fn replay(
         ..Accumulator::default()
     };
     let mut pending = vec![Delta::Role("assistant".into())];
-    if let Some(r) = answer.reasoning.as_ref().filter(|r| !r.is_empty()) {
-        pending.push(Delta::Reasoning(r.clone()));
-    }
+    pending.extend(crate::pipeline::reasoning::replay(
+        answer.reasoning.as_deref(),
+        &answer.reasoning_details,
+    ));
     pending.push(Delta::Content(answer.content.clone()));
     for t in &answer.tool_calls {
         pending.push(Delta::ToolCall(ToolCallDelta {

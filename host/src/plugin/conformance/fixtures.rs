@@ -276,6 +276,10 @@ pub(crate) struct SourceSpec {
     #[serde(default, deserialize_with = "explicit_option")]
     pub enable_thinking: Option<Option<bool>>,
     pub extra_body: Option<serde_json::Map<String, Value>>,
+    /// `MAX_TOKENS`.
+    pub max_tokens: Option<u32>,
+    /// `THINKING_BUDGET`.
+    pub thinking_budget: Option<u32>,
 }
 
 /// Distinguishes a missing key (`None`) from an explicit `null` (`Some(None)`).

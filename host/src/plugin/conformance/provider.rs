@@ -144,6 +144,8 @@ fn source_settings(file: &RequestsFile, spec: &SourceSpec) -> SourceSettings {
             .clone()
             .or_else(|| d.extra_body.clone())
             .unwrap_or_default(),
+        max_tokens: spec.max_tokens.or(d.max_tokens),
+        thinking_budget_tokens: spec.thinking_budget.or(d.thinking_budget),
         timeouts: TimeoutSettings::default(),
         missing_done: MissingDone::Retry,
         weight: 1,

@@ -63,6 +63,8 @@ pub(super) fn stream_source() -> SourceInfo {
         base_url: "https://upstream.invalid/v1".into(),
         enable_thinking: Some(true),
         extra_body_json: "{}".into(),
+        max_tokens: None,
+        thinking_budget_tokens: None,
     }
 }
 
