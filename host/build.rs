@@ -1,6 +1,6 @@
 //! Builds the first-party plugin components (`plugins/`, a separate cargo workspace) for
 //! `wasm32-wasip2` and copies them into `OUT_DIR`, where `plugin::builtin` embeds them:
-//! four providers, three source selectors and three structured-output strategies.
+//! five providers, three source selectors and three structured-output strategies.
 //!
 //! The guest build runs with its own target dir (`<target>/wasm-plugins`) and a cleaned
 //! environment, so the host's RUSTFLAGS, wrappers (clippy, coverage) and target never leak in.
@@ -20,8 +20,9 @@ use wasm_target::{TargetPlan, WASM_TARGET};
 
 /// The component files (`<name>.wasm`) built and embedded: providers, selectors, then
 /// strategies.
-const COMPONENTS: [&str; 10] = [
+const COMPONENTS: [&str; 11] = [
     "openai",
+    "anthropic",
     "deepseek",
     "qwen",
     "monkeyocr",
@@ -34,9 +35,10 @@ const COMPONENTS: [&str; 10] = [
 ];
 
 /// The crates of the plugin workspace whose sources the components are built from.
-const CRATE_DIRS: [&str; 11] = [
+const CRATE_DIRS: [&str; 12] = [
     "sdk",
     "openai",
+    "anthropic",
     "deepseek",
     "qwen",
     "monkeyocr",

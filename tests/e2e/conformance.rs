@@ -251,10 +251,10 @@ async fn plugin_check_refuses_what_it_cannot_check() {
         stderr.contains("cannot read /nonexistent/plugin.wasm"),
         "{stderr}"
     );
-    let (code, _, stderr) = plugin_check(&["builtin:gemini"]).await;
+    let (code, _, stderr) = plugin_check(&["builtin:mistral"]).await;
     assert_eq!(code, 2, "{stderr}");
     assert!(
-        stderr.contains("no first-party component `gemini`"),
+        stderr.contains("no first-party component `mistral`"),
         "{stderr}"
     );
 }
@@ -311,4 +311,48 @@ async fn a_broken_provider_fails_with_readable_differences() {
     assert!(summary.starts_with("test result: FAILED. "), "{summary}");
     // The failed cases are listed again at the end, like cargo test does.
     assert!(stdout.contains("\nfailures:\n    requests::"), "{stdout}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_non_openai_component_runs_its_own_fixtures() {
+    use polygateway::config::FirstParty;
+    let dir = tempfile::tempdir().unwrap();
+    let wasm = dir.path().join("anthropic.wasm");
+    std::fs::write(&wasm, builtin_provider_bytes(FirstParty::Anthropic)).unwrap();
+    let wasm = wasm.to_str().unwrap();
+    let own = polygateway_tests::repo_root().join("plugins/anthropic/conformance");
+    let own = own.to_str().unwrap();
+    // With its own set: every case passes, its own transcripts among them.
+    let (code, stdout, stderr) =
+        plugin_check(&[wasm, "--fixtures", own, "--budget-ms", "1000"]).await;
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains("test streams::docs_extended_thinking_streaming ... ok"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("test robustness::"), "{stdout}");
+    // The same file against the embedded OpenAI-shaped set: its transcripts do not apply.
+    let (code, stdout, _) = plugin_check(&[wasm, "--budget-ms", "1000"]).await;
+    assert_eq!(code, 1, "{stdout}");
+    assert!(
+        stdout.contains("test streams::openai_usage_chunk ... FAILED"),
+        "{stdout}"
+    );
+    // A first-party one finds its set embedded.
+    let (code, stdout, _) = plugin_check(&["builtin:anthropic", "--budget-ms", "1000"]).await;
+    assert_eq!(code, 0, "{stdout}");
+    assert!(
+        stdout.contains("test streams::docs_tool_use_streaming ... ok"),
+        "{stdout}"
+    );
+    // A directory without the files: each missing file is a failed case naming it.
+    let empty = tempfile::tempdir().unwrap();
+    let (code, stdout, _) =
+        plugin_check(&[wasm, "--fixtures", empty.path().to_str().unwrap()]).await;
+    assert_eq!(code, 1, "{stdout}");
+    assert!(
+        stdout.contains("test fixtures::conformance/provider/requests.json ... FAILED"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("requests.json: No such file"), "{stdout}");
 }

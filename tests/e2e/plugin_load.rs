@@ -107,6 +107,13 @@ fn first_party_components_describe_themselves() {
                 false,
                 false
             ),
+            (
+                "anthropic".to_string(),
+                [true, true, false, false],
+                false,
+                false,
+                true
+            ),
         ]
     );
 }

@@ -36,15 +36,18 @@ pub enum FirstParty {
     Qwen,
     /// MonkeyOCR (`/ocr/text`, `/parse`): OCR only.
     MonkeyOcr,
+    /// `anthropic`: the Anthropic Messages API (`POST /v1/messages`).
+    Anthropic,
 }
 
 impl FirstParty {
     /// All first-party providers.
-    pub const ALL: [FirstParty; 4] = [
+    pub const ALL: [FirstParty; 5] = [
         FirstParty::OpenAi,
         FirstParty::DeepSeek,
         FirstParty::Qwen,
         FirstParty::MonkeyOcr,
+        FirstParty::Anthropic,
     ];
 
     /// The name used in `PLUGIN` and as the `PROVIDER` segment (lower case).
@@ -54,6 +57,7 @@ impl FirstParty {
             FirstParty::DeepSeek => "deepseek",
             FirstParty::Qwen => "qwen",
             FirstParty::MonkeyOcr => "monkeyocr",
+            FirstParty::Anthropic => "anthropic",
         }
     }
 

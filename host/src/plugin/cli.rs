@@ -38,7 +38,7 @@ pub enum WorldArg {
 #[derive(Debug, clap::Args)]
 pub struct CheckArgs {
     /// The component: a `.wasm` path, or `builtin:<name>` for a first-party one (`openai`,
-    /// `deepseek`, `qwen`, `health-aware`, `round-robin`, `least-inflight`, `json-repair`,
+    /// `anthropic`, `deepseek`, `qwen`, `monkeyocr`, `health-aware`, `round-robin`, `least-inflight`, `json-repair`,
     /// `native-schema`, `unwrap-parameters`).
     pub file: String,
     /// The world to check against (default: detected from the component's exports).
@@ -50,6 +50,12 @@ pub struct CheckArgs {
     /// Run only the cases whose name contains this text.
     #[arg(long)]
     pub filter: Option<String>,
+    /// The component's own protocol fixtures, for a provider that does not speak OpenAI chat
+    /// completions: a directory with `requests.json`, `errors.json`, `responses.json` and
+    /// `streams.json` (and the transcripts they name), which replace the embedded
+    /// OpenAI-shaped ones; the contract-generic cases still run.
+    #[arg(long, value_name = "DIR")]
+    pub fixtures: Option<PathBuf>,
     /// Also print how long loading took (compile or compile-cache hit, link, instantiate,
     /// describe).
     #[arg(long)]
@@ -102,6 +108,7 @@ fn check(args: &CheckArgs) -> ExitCode {
         }),
         budget: Duration::from_millis(args.budget_ms.max(1)),
         filter: args.filter.clone(),
+        fixtures: args.fixtures.clone(),
     };
     match check_component(&engine, &args.file, &bytes, &opts) {
         Ok(report) => {
@@ -131,7 +138,7 @@ fn component_bytes(file: &str) -> Result<Vec<u8>, String> {
             .map(<[u8]>::to_vec)
             .ok_or_else(|| {
                 format!(
-                    "no first-party component `{name}` (providers: openai, deepseek, qwen; selectors: health-aware, round-robin, least-inflight; strategies: json-repair, native-schema, unwrap-parameters)"
+                    "no first-party component `{name}` (providers: openai, anthropic, deepseek, qwen, monkeyocr; selectors: health-aware, round-robin, least-inflight; strategies: json-repair, native-schema, unwrap-parameters)"
                 )
             }),
         None => super::file::read_component(

@@ -109,9 +109,9 @@ pub use bindings::exports::polygateway::plugin::ocr_provider::{
     PageSize, UploadRequest,
 };
 pub use bindings::polygateway::plugin::types::{
-    AuthScheme, BuildError, Capabilities, ChatRequest, ClassifiedError, Delta, ErrorClass,
-    FinishReason, Header, HttpRequest, Passthrough, PluginInfo, SourceInfo, SseEvent,
-    ThinkingStyle, ToolCallDelta, Usage,
+    AuthScheme, BuildError, Capabilities, ChatRequest, ClassifiedError, Delta, EncryptedReasoning,
+    ErrorClass, FinishReason, Header, HttpRequest, Passthrough, PluginInfo, ReasoningSignature,
+    SourceInfo, SseEvent, ThinkingStyle, ToolCallDelta, Usage,
 };
 pub use classify::{classify_error_object, classify_http_error};
 pub use embedding::{EMBEDDINGS_PATH, openai_embedding_request, parse_openai_embeddings};

@@ -174,6 +174,59 @@ pub(crate) fn json<T: serde::de::DeserializeOwned>(path: &str) -> Result<T, Stri
     serde_json::from_str(file(path)?).map_err(|e| format!("fixture {path}: {e}"))
 }
 
+/// The embedded files a component's own fixture directory replaces (`--fixtures DIR`), by
+/// their name inside DIR.
+const PROTOCOL_FILES: [(&str, &str); 4] = [
+    ("conformance/provider/requests.json", "requests.json"),
+    ("conformance/provider/errors.json", "errors.json"),
+    ("conformance/provider/responses.json", "responses.json"),
+    ("conformance/provider/streams.json", "streams.json"),
+];
+
+/// Where a suite's fixtures come from: the embedded (OpenAI-shaped) set, a component's own
+/// directory (`--fixtures DIR`), or a first-party component's own embedded set. For the last
+/// two, the protocol files are read by their name in the set and every other path is one a
+/// set file named (a transcript), relative to the set.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Source<'a> {
+    Embedded,
+    Dir(&'a std::path::Path),
+    FirstParty(&'static [(&'static str, &'static str)]),
+}
+
+impl Source<'_> {
+    /// The embedded set (contract-generic files, and every file of an OpenAI-family
+    /// component).
+    pub(crate) const EMBEDDED: Source<'static> = Source::Embedded;
+
+    /// The text of fixture `path` (see the type).
+    pub(crate) fn file(&self, path: &str) -> Result<std::borrow::Cow<'static, str>, String> {
+        let rel = PROTOCOL_FILES
+            .iter()
+            .find(|(embedded, _)| *embedded == path)
+            .map_or(path, |(_, name)| *name);
+        match self {
+            Source::Embedded => file(path).map(std::borrow::Cow::Borrowed),
+            Source::Dir(dir) => {
+                let full = dir.join(rel);
+                std::fs::read_to_string(&full)
+                    .map(std::borrow::Cow::Owned)
+                    .map_err(|e| format!("fixture {}: {e}", full.display()))
+            }
+            Source::FirstParty(files) => files
+                .iter()
+                .find(|(p, _)| *p == rel)
+                .map(|(_, text)| std::borrow::Cow::Borrowed(*text))
+                .ok_or_else(|| format!("fixture {rel} is not in the component's embedded set")),
+        }
+    }
+
+    /// JSON fixture `path` parsed into `T` (see [`Source::file`]).
+    pub(crate) fn json<T: serde::de::DeserializeOwned>(&self, path: &str) -> Result<T, String> {
+        serde_json::from_str(&self.file(path)?).map_err(|e| format!("fixture {path}: {e}"))
+    }
+}
+
 /// Bytes described in a fixture: `{"text": …}`, `{"hex": …}`, `{"json": …}` (serialized
 /// compactly), `{"repeat": {"text": …, "times": n}}` or `{"concat": [...]}`.
 #[derive(Debug, Clone, Deserialize)]
@@ -253,7 +306,8 @@ pub(crate) struct Applies {
     /// Only for these provider names.
     #[serde(default)]
     pub providers: Option<Vec<String>>,
-    /// Only for this thinking style (`none`, `reasoning-field`, `inline-tags`).
+    /// Only for this thinking style (`none`, `reasoning-field`, `inline-tags`,
+    /// `reasoning-blocks`).
     #[serde(default)]
     pub thinking: Option<String>,
 }
@@ -393,6 +447,11 @@ pub(crate) struct RobustnessCase {
     pub expect: String,
     /// A larger per-call budget for this case, in milliseconds (huge inputs).
     pub budget_ms: Option<u64>,
+    /// The input is a well-formed OpenAI answer or error, so its `ok` / `error` holds for
+    /// the OpenAI wire format only: a component checked with its own protocol fixtures
+    /// (another protocol) must then only not fault (`no-fault`).
+    #[serde(default)]
+    pub openai_shaped: bool,
 }
 
 /// `streams.json`.

@@ -20,6 +20,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+mod first_party;
 mod fixtures;
 mod provider;
 mod report;
@@ -91,6 +92,13 @@ pub struct CheckOptions {
     pub budget: Duration,
     /// Run only the cases whose name contains this.
     pub filter: Option<String>,
+    /// The component's own protocol fixtures (`plugin check --fixtures DIR`): its
+    /// `requests.json`, `errors.json`, `responses.json` and `streams.json` (with the `.sse`
+    /// and `.expected.json` files they name, relative to DIR) replace the embedded
+    /// OpenAI-shaped ones. The contract-generic cases — describe, hostile inputs
+    /// (`robustness.json`), embeddings and OCR, the canary key on every request built, the
+    /// per-call budget — run for every component either way.
+    pub fixtures: Option<std::path::PathBuf>,
 }
 
 impl Default for CheckOptions {
@@ -100,6 +108,7 @@ impl Default for CheckOptions {
             world: None,
             budget: Duration::from_millis(250),
             filter: None,
+            fixtures: None,
         }
     }
 }

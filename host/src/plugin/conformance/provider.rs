@@ -34,6 +34,20 @@ pub(super) fn run(c: &Arc<ProviderComponent>, opts: &CheckOptions, report: &mut 
     super::services::run(c, opts, report);
 }
 
+/// Where the protocol fixtures of `c` come from: `--fixtures DIR` when given; else a
+/// first-party component's own embedded set (`builtin:anthropic`); else the embedded
+/// OpenAI-shaped set.
+pub(super) fn own<'a>(opts: &'a CheckOptions, c: &ProviderComponent) -> fixtures::Source<'a> {
+    match opts.fixtures.as_deref() {
+        Some(dir) => fixtures::Source::Dir(dir),
+        None => c
+            .origin()
+            .strip_prefix("builtin:")
+            .and_then(super::first_party::set)
+            .map_or(fixtures::Source::Embedded, fixtures::Source::FirstParty),
+    }
+}
+
 /// Whether a case applies to this provider (capabilities, name, thinking style).
 pub(super) fn applies(a: &Applies, info: &PluginInfo) -> bool {
     let caps = &info.capabilities;
@@ -58,8 +72,12 @@ pub(super) fn applies(a: &Applies, info: &PluginInfo) -> bool {
 
 /// A fixture file that failed to parse becomes a failed case (never for the embedded files,
 /// which a unit test parses).
-pub(super) fn load<T: serde::de::DeserializeOwned>(report: &mut Report, path: &str) -> Option<T> {
-    match fixtures::json(path) {
+pub(super) fn load<T: serde::de::DeserializeOwned>(
+    report: &mut Report,
+    source: fixtures::Source<'_>,
+    path: &str,
+) -> Option<T> {
+    match source.json(path) {
         Ok(v) => Some(v),
         Err(e) => {
             let mut case = report.case(format!("fixtures::{path}"));
@@ -159,7 +177,9 @@ fn source_settings(file: &RequestsFile, spec: &SourceSpec) -> SourceSettings {
 }
 
 fn requests(c: &Arc<ProviderComponent>, opts: &CheckOptions, report: &mut Report) {
-    let Some(file) = load::<RequestsFile>(report, "conformance/provider/requests.json") else {
+    let Some(file) =
+        load::<RequestsFile>(report, own(opts, c), "conformance/provider/requests.json")
+    else {
         return;
     };
     for case in &file.cases {
@@ -377,7 +397,8 @@ fn check_http(
 }
 
 fn errors(c: &Arc<ProviderComponent>, opts: &CheckOptions, report: &mut Report) {
-    let Some(file) = load::<fixtures::ErrorsFile>(report, "conformance/provider/errors.json")
+    let Some(file) =
+        load::<fixtures::ErrorsFile>(report, own(opts, c), "conformance/provider/errors.json")
     else {
         return;
     };

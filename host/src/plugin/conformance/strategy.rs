@@ -71,7 +71,7 @@ fn capabilities(native_json_schema: bool) -> Capabilities {
 }
 
 fn load_json(report: &mut Report, path: &str) -> Option<Value> {
-    super::provider::load::<Value>(report, path)
+    super::provider::load::<Value>(report, super::fixtures::Source::EMBEDDED, path)
 }
 
 fn prepare_cases(c: &Arc<StrategyComponent>, opts: &CheckOptions, report: &mut Report) {

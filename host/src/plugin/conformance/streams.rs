@@ -7,7 +7,7 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use super::fixtures::{self, ResponsesFile, StreamCase, StreamsFile};
-use super::provider::{applies, load};
+use super::provider::{applies, load, own};
 use super::report::{Case, Report, delta_list_diff, shorten};
 use super::{CheckOptions, selected};
 use crate::plugin::{
@@ -17,18 +17,22 @@ use crate::transport::SseFramer;
 
 /// Run the stream and response cases.
 pub(super) fn run(c: &Arc<ProviderComponent>, opts: &CheckOptions, report: &mut Report) {
-    if let Some(file) = load::<StreamsFile>(report, "conformance/provider/streams.json") {
+    if let Some(file) =
+        load::<StreamsFile>(report, own(opts, c), "conformance/provider/streams.json")
+    {
         for case in &file.cases {
             let name = format!("streams::{}", case.name);
             if !selected(opts, &name) || !applies(&case.applies, c.info()) {
                 continue;
             }
             let mut out = report.case(name);
-            stream_case(c, case, &mut out);
+            stream_case(c, case, &mut out, own(opts, c));
             report.finish(out);
         }
     }
-    if let Some(file) = load::<ResponsesFile>(report, "conformance/provider/responses.json") {
+    if let Some(file) =
+        load::<ResponsesFile>(report, own(opts, c), "conformance/provider/responses.json")
+    {
         for case in &file.cases {
             let name = format!("responses::{}", case.name);
             if !selected(opts, &name) || !applies(&case.applies, c.info()) {
@@ -109,8 +113,13 @@ pub(super) fn replay(
     Some(Ok(deltas))
 }
 
-fn stream_case(c: &Arc<ProviderComponent>, case: &StreamCase, out: &mut Case) {
-    let sse = match fixtures::file(&case.sse) {
+fn stream_case(
+    c: &Arc<ProviderComponent>,
+    case: &StreamCase,
+    out: &mut Case,
+    source: fixtures::Source<'_>,
+) {
+    let sse = match source.file(&case.sse) {
         Ok(s) => s,
         Err(e) => {
             out.fail(e);
@@ -118,7 +127,7 @@ fn stream_case(c: &Arc<ProviderComponent>, case: &StreamCase, out: &mut Case) {
         }
     };
     let expected: Option<Value> = match &case.expected {
-        Some(path) => match fixtures::json(path) {
+        Some(path) => match source.json(path) {
             Ok(v) => Some(v),
             Err(e) => {
                 out.fail(e);
