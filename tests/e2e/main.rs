@@ -4,6 +4,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod answers;
+mod anthropic;
 mod bench_floor;
 mod build_target;
 mod cache;

@@ -46,6 +46,88 @@ pub struct Micro {
     /// SSE events of that attempt (the benchmark upstream's answer: role, chunks, finish,
     /// usage, `[DONE]`).
     pub attempt_events: usize,
+    /// The anthropic component (another protocol, its own code): `build-request` and one
+    /// `content_block_delta` text event, as wasm and natively.
+    pub anthropic_request_wasm_ns: f64,
+    pub anthropic_request_native_ns: f64,
+    pub anthropic_event_wasm_ns: f64,
+    pub anthropic_event_native_ns: f64,
+}
+
+/// One Anthropic `text_delta` event, as the Messages API streams it.
+const ANTHROPIC_EVENT: &str =
+    r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"tok1 "}}"#;
+
+/// Nanoseconds per `build-request` and per text event of the anthropic component, as wasm
+/// (through the host runtime, instance checkout included for the request) and natively.
+fn anthropic(
+    engine: &PluginEngine,
+    iters: u32,
+    preq: &PluginChatRequest,
+    info: &SourceInfo,
+    nreq: &sdk::ChatRequest,
+    ninfo: &sdk::SourceInfo,
+) -> Result<[f64; 4], String> {
+    use anthropic::{Anthropic, AnthropicStreamParser};
+    use sdk::{Guest, GuestStreamParser};
+    let component = ProviderComponent::load(
+        engine,
+        "builtin:anthropic",
+        builtin_provider_bytes(FirstParty::Anthropic),
+    )
+    .map_err(|e| e.to_string())?;
+    let per = |t: Instant| t.elapsed().as_nanos() as f64 / f64::from(iters);
+    let t = Instant::now();
+    for _ in 0..iters {
+        let mut inst = component.instance().map_err(|e| e.to_string())?;
+        let r = inst.build_request(preq, info).map_err(|e| e.to_string())?;
+        std::hint::black_box(r.map_err(|e| format!("{e:?}"))?);
+    }
+    let request_wasm = per(t);
+    let t = Instant::now();
+    for _ in 0..iters {
+        let r = Anthropic::build_request(nreq.clone(), ninfo.clone());
+        std::hint::black_box(r.map_err(|e| format!("{e:?}"))?);
+    }
+    let request_native = per(t);
+    let event = [SseEvent {
+        event: Some("content_block_delta".into()),
+        data: ANTHROPIC_EVENT.into(),
+    }];
+    let mut parser = component
+        .instance()
+        .and_then(|i| i.into_stream_parser(info))
+        .map_err(|e| e.to_string())?;
+    // The text block the deltas belong to.
+    let start = [SseEvent {
+        event: Some("content_block_start".into()),
+        data:
+            r#"{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}"#
+                .into(),
+    }];
+    let _ = parser.parse(&start).map_err(|e| e.to_string())?;
+    let t = Instant::now();
+    for _ in 0..iters {
+        let d = parser.parse(&event).map_err(|e| e.to_string())?;
+        std::hint::black_box(d.map_err(|e| format!("{e:?}"))?);
+    }
+    let event_wasm = per(t);
+    let nparser = AnthropicStreamParser::new(ninfo.clone());
+    let _ = nparser.parse(vec![sdk::SseEvent {
+        event: start[0].event.clone(),
+        data: start[0].data.clone(),
+    }]);
+    let t = Instant::now();
+    for _ in 0..iters {
+        // The guest gets its events as an owned list too (the ABI copies them in).
+        let d = nparser.parse(vec![sdk::SseEvent {
+            event: Some("content_block_delta".into()),
+            data: ANTHROPIC_EVENT.into(),
+        }]);
+        std::hint::black_box(d.map_err(|e| format!("{e:?}"))?);
+    }
+    let event_native = per(t);
+    Ok([request_wasm, request_native, event_wasm, event_native])
 }
 
 const CHUNK: &str = r#"{"id":"chatcmpl-bench","object":"chat.completion.chunk","created":1700000000,"model":"bench-model","choices":[{"index":0,"delta":{"content":"tok1 "},"finish_reason":null}]}"#;
@@ -184,6 +266,12 @@ pub fn run(iters: u32, chunks: usize) -> Result<Micro, String> {
         std::hint::black_box(parser.finish());
     }
     let attempt_native_ns = per_attempt(t);
+    let [
+        anthropic_request_wasm_ns,
+        anthropic_request_native_ns,
+        anthropic_event_wasm_ns,
+        anthropic_event_native_ns,
+    ] = anthropic(&engine, iters, &preq, &info, &nreq, &ninfo)?;
     Ok(Micro {
         request_wasm_ns,
         request_native_ns,
@@ -192,5 +280,9 @@ pub fn run(iters: u32, chunks: usize) -> Result<Micro, String> {
         attempt_wasm_ns,
         attempt_native_ns,
         attempt_events: events.len(),
+        anthropic_request_wasm_ns,
+        anthropic_request_native_ns,
+        anthropic_event_wasm_ns,
+        anthropic_event_native_ns,
     })
 }

@@ -3,6 +3,7 @@
 //! are addressed by path, `/sc/<name>/…` (or the root for `default`):
 //!
 //! - chat: `POST /sc/<name>/v1/chat/completions` (`/v1/chat/completions`);
+//! - Anthropic Messages: `POST /sc/<name>/v1/messages` (`/v1/messages`), see `anthropic.rs`;
 //! - embeddings: `POST /sc/<name>/v1/embeddings` (`/v1/embeddings`), see `embeddings.rs`;
 //! - MonkeyOCR, base URL `http://<addr>/sc/<name>`: `POST /ocr/text`, `POST /parse`,
 //!   `GET /static/<file>` (the archive a parse answer points at), `GET /health`, see `ocr.rs`
@@ -14,12 +15,14 @@
 //! every request it received (each hit has `path`, `at_ms`, `headers`, `authorization`, `body`
 //! or `multipart`, and `completed`/`cancelled`).
 
+mod anthropic;
 mod chat;
 mod embeddings;
 mod ocr;
 mod script;
 mod server;
 
+pub use anthropic::thinking_signature;
 pub use embeddings::{
     DEFAULT_EMBEDDING_DIMS, embedding_base64, embedding_tokens, embedding_vector,
     token_embedding_vector,
@@ -28,7 +31,7 @@ pub use ocr::{
     LAYOUT_BAD_BOX_MIDDLE_JSON, LAYOUT_BAD_JSON_MIDDLE, LAYOUT_GOOD_MIDDLE_JSON, LAYOUT_MARKDOWN,
     NOT_ZIP_BYTES, build_archive,
 };
-pub use script::{Layout, Script, Step};
+pub use script::{Layout, Script, ScriptedToolCall, Step};
 pub use server::{MockUpstream, serve_mock};
 
 #[cfg(test)]

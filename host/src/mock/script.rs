@@ -70,6 +70,28 @@ pub struct Step {
     pub absolute_url: bool,
     /// OCR `/parse`: what the archive behind `download_url` holds.
     pub layout: Layout,
+    /// Anthropic: tool calls the answer makes (`tool_use` blocks after the text; streamed as
+    /// `input_json_delta` fragments), with `stop_reason: tool_use`.
+    pub tool_calls: Vec<ScriptedToolCall>,
+    /// Anthropic: `cache_creation_input_tokens` (prompt tokens written to the cache).
+    pub cache_write_tokens: Option<u64>,
+    /// Anthropic: a `redacted_thinking` block with this `data`, after the thinking block.
+    pub redacted_thinking: Option<String>,
+    /// Anthropic streams: an `error` event of this error type (e.g. `overloaded_error`)
+    /// after the text, in place of the rest of the stream.
+    pub stream_error: Option<String>,
+}
+
+/// One scripted tool call.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ScriptedToolCall {
+    /// The call id (`toolu_…`).
+    pub id: String,
+    /// The function name.
+    pub name: String,
+    /// The arguments, a JSON object.
+    pub arguments: serde_json::Value,
 }
 
 impl Default for Step {
@@ -99,6 +121,10 @@ impl Default for Step {
             embedding_usage: true,
             absolute_url: false,
             layout: Layout::Good,
+            tool_calls: Vec::new(),
+            cache_write_tokens: None,
+            redacted_thinking: None,
+            stream_error: None,
         }
     }
 }

@@ -19,7 +19,7 @@ use tokio::time::Instant;
 
 use super::chat::respond;
 use super::script::{Script, Step};
-use super::{embeddings, ocr};
+use super::{anthropic, embeddings, ocr};
 
 #[derive(Default)]
 pub(super) struct Scenario {
@@ -95,6 +95,12 @@ impl MockUpstream {
         format!("http://{}/sc/{scenario}/v1", self.addr)
     }
 
+    /// The base URL of a scenario as an Anthropic source (no `/v1`: the Messages API is
+    /// `POST {base}/v1/messages`, as at `https://api.anthropic.com`).
+    pub fn anthropic_base_url(&self, scenario: &str) -> String {
+        format!("http://{}/sc/{scenario}", self.addr)
+    }
+
     /// The base URL of a scenario as a MonkeyOCR source (no `/v1`): `/ocr/text`, `/parse`,
     /// `/static/<file>` and `/health` are under it.
     pub fn ocr_base_url(&self, scenario: &str) -> String {
@@ -136,6 +142,8 @@ pub async fn serve_mock(
             "/sc/{name}/v1/embeddings",
             post(embeddings::scenario_embeddings),
         )
+        .route("/v1/messages", post(anthropic::default_messages))
+        .route("/sc/{name}/v1/messages", post(anthropic::scenario_messages))
         .merge(ocr::routes())
         .route("/_mock/scenarios/{name}", put(set_script))
         .route("/_mock/scenarios/{name}/hits", get(hits))
