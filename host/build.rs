@@ -1,6 +1,6 @@
 //! Builds the first-party plugin components (`plugins/`, a separate cargo workspace) for
 //! `wasm32-wasip2` and copies them into `OUT_DIR`, where `plugin::builtin` embeds them:
-//! five providers, three source selectors and three structured-output strategies.
+//! six providers, three source selectors and three structured-output strategies.
 //!
 //! The guest build runs with its own target dir (`<target>/wasm-plugins`) and a cleaned
 //! environment, so the host's RUSTFLAGS, wrappers (clippy, coverage) and target never leak in.
@@ -20,9 +20,10 @@ use wasm_target::{TargetPlan, WASM_TARGET};
 
 /// The component files (`<name>.wasm`) built and embedded: providers, selectors, then
 /// strategies.
-const COMPONENTS: [&str; 11] = [
+const COMPONENTS: [&str; 12] = [
     "openai",
     "anthropic",
+    "gemini",
     "deepseek",
     "qwen",
     "monkeyocr",
@@ -35,10 +36,11 @@ const COMPONENTS: [&str; 11] = [
 ];
 
 /// The crates of the plugin workspace whose sources the components are built from.
-const CRATE_DIRS: [&str; 12] = [
+const CRATE_DIRS: [&str; 13] = [
     "sdk",
     "openai",
     "anthropic",
+    "gemini",
     "deepseek",
     "qwen",
     "monkeyocr",

@@ -16,6 +16,7 @@ mod embedded;
 mod embeddings;
 mod external_plugin;
 mod failover;
+mod gemini;
 mod golden;
 mod governance;
 mod hostile;

@@ -114,6 +114,13 @@ fn first_party_components_describe_themselves() {
                 false,
                 true
             ),
+            (
+                "gemini".to_string(),
+                [true, true, true, false],
+                true,
+                false,
+                false
+            ),
         ]
     );
 }

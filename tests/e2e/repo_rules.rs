@@ -746,6 +746,11 @@ const EXCEPTIONS: &[Exception] = &[
         api: "http client",
         why: "the mock's unit tests are its HTTP client",
     },
+    Exception {
+        file: "mock/tests_vendors.rs",
+        api: "http client",
+        why: "the mock's unit tests of its Anthropic and Gemini endpoints are their HTTP client",
+    },
 ];
 
 /// The top-level modules of `host/src/`.

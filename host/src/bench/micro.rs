@@ -52,28 +52,56 @@ pub struct Micro {
     pub anthropic_request_native_ns: f64,
     pub anthropic_event_wasm_ns: f64,
     pub anthropic_event_native_ns: f64,
+    /// The gemini component: `build-request` and one streamed text chunk.
+    pub gemini_request_wasm_ns: f64,
+    pub gemini_request_native_ns: f64,
+    pub gemini_event_wasm_ns: f64,
+    pub gemini_event_native_ns: f64,
 }
 
-/// One Anthropic `text_delta` event, as the Messages API streams it.
+/// One Anthropic `text_delta` event, as the Messages API streams it (after its block's
+/// `content_block_start`).
+const ANTHROPIC_START: &str =
+    r#"{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}"#;
 const ANTHROPIC_EVENT: &str =
     r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"tok1 "}}"#;
 
-/// Nanoseconds per `build-request` and per text event of the anthropic component, as wasm
-/// (through the host runtime, instance checkout included for the request) and natively.
-fn anthropic(
+const CHUNK: &str = r#"{"id":"chatcmpl-bench","object":"chat.completion.chunk","created":1700000000,"model":"bench-model","choices":[{"index":0,"delta":{"content":"tok1 "},"finish_reason":null}]}"#;
+
+/// One Gemini `streamGenerateContent` chunk of text.
+const GEMINI_EVENT: &str = r#"{"candidates":[{"content":{"parts":[{"text":"tok1 "}],"role":"model"},"index":0}],"modelVersion":"bench-model","responseId":"bench"}"#;
+
+/// A provider measured against its own native build: which component, and its native
+/// `build-request` and stream parser.
+struct Protocol<N> {
+    component: FirstParty,
+    /// The event opening the measured events' context, if the protocol has one.
+    start: Option<(&'static str, &'static str)>,
+    event: (Option<&'static str>, &'static str),
+    native_request:
+        fn(sdk::ChatRequest, sdk::SourceInfo) -> Result<sdk::HttpRequest, sdk::BuildError>,
+    native_parser: fn(sdk::SourceInfo) -> N,
+}
+
+/// Nanoseconds per `build-request` and per text event of a non-OpenAI component, as wasm
+/// (through the host runtime, instance checkout included for the request) and natively:
+/// `[request wasm, request native, event wasm, event native]`.
+fn protocol<N: sdk::GuestStreamParser>(
     engine: &PluginEngine,
     iters: u32,
-    preq: &PluginChatRequest,
-    info: &SourceInfo,
-    nreq: &sdk::ChatRequest,
-    ninfo: &sdk::SourceInfo,
+    p: &Protocol<N>,
+    reqs: (
+        &PluginChatRequest,
+        &SourceInfo,
+        &sdk::ChatRequest,
+        &sdk::SourceInfo,
+    ),
 ) -> Result<[f64; 4], String> {
-    use anthropic::{Anthropic, AnthropicStreamParser};
-    use sdk::{Guest, GuestStreamParser};
+    let (preq, info, nreq, ninfo) = reqs;
     let component = ProviderComponent::load(
         engine,
-        "builtin:anthropic",
-        builtin_provider_bytes(FirstParty::Anthropic),
+        &format!("builtin:{}", p.component.name()),
+        builtin_provider_bytes(p.component),
     )
     .map_err(|e| e.to_string())?;
     let per = |t: Instant| t.elapsed().as_nanos() as f64 / f64::from(iters);
@@ -86,51 +114,45 @@ fn anthropic(
     let request_wasm = per(t);
     let t = Instant::now();
     for _ in 0..iters {
-        let r = Anthropic::build_request(nreq.clone(), ninfo.clone());
+        let r = (p.native_request)(nreq.clone(), ninfo.clone());
         std::hint::black_box(r.map_err(|e| format!("{e:?}"))?);
     }
     let request_native = per(t);
-    let event = [SseEvent {
-        event: Some("content_block_delta".into()),
-        data: ANTHROPIC_EVENT.into(),
-    }];
+    let wasm_event = |(event, data): (Option<&str>, &str)| SseEvent {
+        event: event.map(str::to_string),
+        data: data.into(),
+    };
+    let native_event = |(event, data): (Option<&str>, &str)| sdk::SseEvent {
+        event: event.map(str::to_string),
+        data: data.into(),
+    };
     let mut parser = component
         .instance()
         .and_then(|i| i.into_stream_parser(info))
         .map_err(|e| e.to_string())?;
-    // The text block the deltas belong to.
-    let start = [SseEvent {
-        event: Some("content_block_start".into()),
-        data:
-            r#"{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}"#
-                .into(),
-    }];
-    let _ = parser.parse(&start).map_err(|e| e.to_string())?;
+    let nparser = (p.native_parser)(ninfo.clone());
+    if let Some((event, data)) = p.start {
+        let _ = parser
+            .parse(&[wasm_event((Some(event), data))])
+            .map_err(|e| e.to_string())?;
+        let _ = nparser.parse(vec![native_event((Some(event), data))]);
+    }
+    let events = [wasm_event(p.event)];
     let t = Instant::now();
     for _ in 0..iters {
-        let d = parser.parse(&event).map_err(|e| e.to_string())?;
+        let d = parser.parse(&events).map_err(|e| e.to_string())?;
         std::hint::black_box(d.map_err(|e| format!("{e:?}"))?);
     }
     let event_wasm = per(t);
-    let nparser = AnthropicStreamParser::new(ninfo.clone());
-    let _ = nparser.parse(vec![sdk::SseEvent {
-        event: start[0].event.clone(),
-        data: start[0].data.clone(),
-    }]);
     let t = Instant::now();
     for _ in 0..iters {
         // The guest gets its events as an owned list too (the ABI copies them in).
-        let d = nparser.parse(vec![sdk::SseEvent {
-            event: Some("content_block_delta".into()),
-            data: ANTHROPIC_EVENT.into(),
-        }]);
+        let d = nparser.parse(vec![native_event(p.event)]);
         std::hint::black_box(d.map_err(|e| format!("{e:?}"))?);
     }
     let event_native = per(t);
     Ok([request_wasm, request_native, event_wasm, event_native])
 }
-
-const CHUNK: &str = r#"{"id":"chatcmpl-bench","object":"chat.completion.chunk","created":1700000000,"model":"bench-model","choices":[{"index":0,"delta":{"content":"tok1 "},"finish_reason":null}]}"#;
 
 /// Run `iters` iterations of each measurement; the attempt measurement streams the benchmark
 /// upstream's answer of `chunks` chunks.
@@ -271,7 +293,35 @@ pub fn run(iters: u32, chunks: usize) -> Result<Micro, String> {
         anthropic_request_native_ns,
         anthropic_event_wasm_ns,
         anthropic_event_native_ns,
-    ] = anthropic(&engine, iters, &preq, &info, &nreq, &ninfo)?;
+    ] = protocol(
+        &engine,
+        iters,
+        &Protocol {
+            component: FirstParty::Anthropic,
+            start: Some(("content_block_start", ANTHROPIC_START)),
+            event: (Some("content_block_delta"), ANTHROPIC_EVENT),
+            native_request: <anthropic::Anthropic as sdk::Guest>::build_request,
+            native_parser: <anthropic::AnthropicStreamParser as sdk::GuestStreamParser>::new,
+        },
+        (&preq, &info, &nreq, &ninfo),
+    )?;
+    let [
+        gemini_request_wasm_ns,
+        gemini_request_native_ns,
+        gemini_event_wasm_ns,
+        gemini_event_native_ns,
+    ] = protocol(
+        &engine,
+        iters,
+        &Protocol {
+            component: FirstParty::Gemini,
+            start: None,
+            event: (None, GEMINI_EVENT),
+            native_request: <gemini::Gemini as sdk::Guest>::build_request,
+            native_parser: <gemini::GeminiStreamParser as sdk::GuestStreamParser>::new,
+        },
+        (&preq, &info, &nreq, &ninfo),
+    )?;
     Ok(Micro {
         request_wasm_ns,
         request_native_ns,
@@ -284,5 +334,30 @@ pub fn run(iters: u32, chunks: usize) -> Result<Micro, String> {
         anthropic_request_native_ns,
         anthropic_event_wasm_ns,
         anthropic_event_native_ns,
+        gemini_request_wasm_ns,
+        gemini_request_native_ns,
+        gemini_event_wasm_ns,
+        gemini_event_native_ns,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    /// The microbenchmark runs every component's calls to completion (its numbers are for
+    /// `polygateway bench` on a release build; here only that each path answers).
+    #[test]
+    fn every_measured_call_answers() {
+        let m = super::run(3, 4).unwrap();
+        assert_eq!(m.attempt_events, 8);
+        for ns in [
+            m.request_wasm_ns,
+            m.chunk_wasm_ns,
+            m.anthropic_request_wasm_ns,
+            m.anthropic_event_wasm_ns,
+            m.gemini_request_wasm_ns,
+            m.gemini_event_wasm_ns,
+        ] {
+            assert!(ns > 0.0);
+        }
+    }
 }

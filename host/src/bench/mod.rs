@@ -395,6 +395,15 @@ fn print_table(out: &mut impl Write, r: &Report) {
         );
         let _ = writeln!(
             out,
+            "plugin cost (gemini provider): build-request wasm {:.2} µs vs native {:.2} µs; one SSE event wasm {:.2} µs vs native {:.2} µs ({:.2}× the openai chunk as wasm)",
+            m.gemini_request_wasm_ns / 1000.0,
+            m.gemini_request_native_ns / 1000.0,
+            m.gemini_event_wasm_ns / 1000.0,
+            m.gemini_event_native_ns / 1000.0,
+            m.gemini_event_wasm_ns / m.chunk_wasm_ns.max(1.0)
+        );
+        let _ = writeln!(
+            out,
             "plugin share of one streamed call ({} events, parsed one by one): wasm {:.1} µs vs native {:.1} µs",
             m.attempt_events,
             m.attempt_wasm_ns / 1000.0,

@@ -38,16 +38,20 @@ pub enum FirstParty {
     MonkeyOcr,
     /// `anthropic`: the Anthropic Messages API (`POST /v1/messages`).
     Anthropic,
+    /// `gemini`: the Google Gemini API (`generateContent`, `streamGenerateContent`,
+    /// `batchEmbedContents`).
+    Gemini,
 }
 
 impl FirstParty {
     /// All first-party providers.
-    pub const ALL: [FirstParty; 5] = [
+    pub const ALL: [FirstParty; 6] = [
         FirstParty::OpenAi,
         FirstParty::DeepSeek,
         FirstParty::Qwen,
         FirstParty::MonkeyOcr,
         FirstParty::Anthropic,
+        FirstParty::Gemini,
     ];
 
     /// The name used in `PLUGIN` and as the `PROVIDER` segment (lower case).
@@ -58,6 +62,7 @@ impl FirstParty {
             FirstParty::Qwen => "qwen",
             FirstParty::MonkeyOcr => "monkeyocr",
             FirstParty::Anthropic => "anthropic",
+            FirstParty::Gemini => "gemini",
         }
     }
 

@@ -4,6 +4,8 @@
 //!
 //! - chat: `POST /sc/<name>/v1/chat/completions` (`/v1/chat/completions`);
 //! - Anthropic Messages: `POST /sc/<name>/v1/messages` (`/v1/messages`), see `anthropic.rs`;
+//! - Gemini: `POST /sc/<name>/v1beta/models/{model}:generateContent`,
+//!   `…:streamGenerateContent?alt=sse`, `…:batchEmbedContents`, see `gemini.rs`;
 //! - embeddings: `POST /sc/<name>/v1/embeddings` (`/v1/embeddings`), see `embeddings.rs`;
 //! - MonkeyOCR, base URL `http://<addr>/sc/<name>`: `POST /ocr/text`, `POST /parse`,
 //!   `GET /static/<file>` (the archive a parse answer points at), `GET /health`, see `ocr.rs`
@@ -18,6 +20,7 @@
 mod anthropic;
 mod chat;
 mod embeddings;
+mod gemini;
 mod ocr;
 mod script;
 mod server;
@@ -27,6 +30,7 @@ pub use embeddings::{
     DEFAULT_EMBEDDING_DIMS, embedding_base64, embedding_tokens, embedding_vector,
     token_embedding_vector,
 };
+pub use gemini::thought_signature;
 pub use ocr::{
     LAYOUT_BAD_BOX_MIDDLE_JSON, LAYOUT_BAD_JSON_MIDDLE, LAYOUT_GOOD_MIDDLE_JSON, LAYOUT_MARKDOWN,
     NOT_ZIP_BYTES, build_archive,
@@ -36,3 +40,5 @@ pub use server::{MockUpstream, serve_mock};
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_vendors;

@@ -78,8 +78,13 @@ pub struct Step {
     /// Anthropic: a `redacted_thinking` block with this `data`, after the thinking block.
     pub redacted_thinking: Option<String>,
     /// Anthropic streams: an `error` event of this error type (e.g. `overloaded_error`)
-    /// after the text, in place of the rest of the stream.
+    /// after the text, in place of the rest of the stream. Gemini streams: an `{"error": …}`
+    /// chunk of this status (e.g. `UNAVAILABLE`) after the text.
     pub stream_error: Option<String>,
+    /// Gemini: the `finishReason` to report instead of `STOP` (e.g. `SAFETY`).
+    pub finish_reason: Option<String>,
+    /// Gemini: a 429's `RetryInfo.retryDelay` (e.g. `"1s"`) in the error's `details`.
+    pub retry_delay: Option<String>,
 }
 
 /// One scripted tool call.
@@ -125,6 +130,8 @@ impl Default for Step {
             cache_write_tokens: None,
             redacted_thinking: None,
             stream_error: None,
+            finish_reason: None,
+            retry_delay: None,
         }
     }
 }

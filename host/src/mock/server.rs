@@ -19,7 +19,7 @@ use tokio::time::Instant;
 
 use super::chat::respond;
 use super::script::{Script, Step};
-use super::{anthropic, embeddings, ocr};
+use super::{anthropic, embeddings, gemini, ocr};
 
 #[derive(Default)]
 pub(super) struct Scenario {
@@ -101,6 +101,12 @@ impl MockUpstream {
         format!("http://{}/sc/{scenario}", self.addr)
     }
 
+    /// The base URL of a scenario as a Gemini source (no version: the API is
+    /// `{base}/v1beta/models/{model}:…`, as at `https://generativelanguage.googleapis.com`).
+    pub fn gemini_base_url(&self, scenario: &str) -> String {
+        format!("http://{}/sc/{scenario}", self.addr)
+    }
+
     /// The base URL of a scenario as a MonkeyOCR source (no `/v1`): `/ocr/text`, `/parse`,
     /// `/static/<file>` and `/health` are under it.
     pub fn ocr_base_url(&self, scenario: &str) -> String {
@@ -141,6 +147,11 @@ pub async fn serve_mock(
         .route(
             "/sc/{name}/v1/embeddings",
             post(embeddings::scenario_embeddings),
+        )
+        .route("/v1beta/models/{action}", post(gemini::default_models))
+        .route(
+            "/sc/{name}/v1beta/models/{action}",
+            post(gemini::scenario_models),
         )
         .route("/v1/messages", post(anthropic::default_messages))
         .route("/sc/{name}/v1/messages", post(anthropic::scenario_messages))

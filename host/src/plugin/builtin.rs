@@ -11,6 +11,7 @@ pub fn builtin_provider_bytes(p: FirstParty) -> &'static [u8] {
         FirstParty::Qwen => include_bytes!(concat!(env!("OUT_DIR"), "/qwen.wasm")),
         FirstParty::MonkeyOcr => include_bytes!(concat!(env!("OUT_DIR"), "/monkeyocr.wasm")),
         FirstParty::Anthropic => include_bytes!(concat!(env!("OUT_DIR"), "/anthropic.wasm")),
+        FirstParty::Gemini => include_bytes!(concat!(env!("OUT_DIR"), "/gemini.wasm")),
     }
 }
 

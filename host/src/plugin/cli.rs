@@ -38,7 +38,7 @@ pub enum WorldArg {
 #[derive(Debug, clap::Args)]
 pub struct CheckArgs {
     /// The component: a `.wasm` path, or `builtin:<name>` for a first-party one (`openai`,
-    /// `anthropic`, `deepseek`, `qwen`, `monkeyocr`, `health-aware`, `round-robin`, `least-inflight`, `json-repair`,
+    /// `anthropic`, `gemini`, `deepseek`, `qwen`, `monkeyocr`, `health-aware`, `round-robin`, `least-inflight`, `json-repair`,
     /// `native-schema`, `unwrap-parameters`).
     pub file: String,
     /// The world to check against (default: detected from the component's exports).
@@ -138,7 +138,7 @@ fn component_bytes(file: &str) -> Result<Vec<u8>, String> {
             .map(<[u8]>::to_vec)
             .ok_or_else(|| {
                 format!(
-                    "no first-party component `{name}` (providers: openai, anthropic, deepseek, qwen, monkeyocr; selectors: health-aware, round-robin, least-inflight; strategies: json-repair, native-schema, unwrap-parameters)"
+                    "no first-party component `{name}` (providers: openai, anthropic, gemini, deepseek, qwen, monkeyocr; selectors: health-aware, round-robin, least-inflight; strategies: json-repair, native-schema, unwrap-parameters)"
                 )
             }),
         None => super::file::read_component(

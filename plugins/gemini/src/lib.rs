@@ -174,6 +174,9 @@ impl GuestStreamParser for GeminiStreamParser {
     }
 }
 
+// The export glue only on the component target: the host also links this crate natively (as
+// an rlib, for the bench), where the WIT export symbols would not link into the cdylib.
+#[cfg(target_arch = "wasm32")]
 polygateway_plugin_sdk::export_provider!(Gemini);
 
 #[cfg(test)]

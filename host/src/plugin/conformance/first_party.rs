@@ -1,7 +1,8 @@
 //! The protocol fixture sets of the first-party providers that do not speak OpenAI chat
 //! completions, embedded so `polygateway plugin check builtin:<name>` runs a component's own
 //! transcripts without files beside the binary (`plugin check FILE.wasm --fixtures DIR` reads
-//! the same layout from a directory). Each set is a component's `conformance/` directory.
+//! the same layout from a directory). Each set is a component's `conformance/` directory:
+//! Anthropic's and Gemini's.
 
 /// `plugins/anthropic/conformance/`, by path inside it.
 const ANTHROPIC: &[(&str, &str)] = &[
@@ -95,10 +96,117 @@ const ANTHROPIC: &[(&str, &str)] = &[
     ),
 ];
 
+/// `plugins/gemini/conformance/`, by path inside it.
+const GEMINI: &[(&str, &str)] = &[
+    (
+        "requests.json",
+        include_str!("../../../../plugins/gemini/conformance/requests.json"),
+    ),
+    (
+        "errors.json",
+        include_str!("../../../../plugins/gemini/conformance/errors.json"),
+    ),
+    (
+        "responses.json",
+        include_str!("../../../../plugins/gemini/conformance/responses.json"),
+    ),
+    (
+        "streams.json",
+        include_str!("../../../../plugins/gemini/conformance/streams.json"),
+    ),
+    (
+        "streams/cached_text_signed.expected.json",
+        include_str!(
+            "../../../../plugins/gemini/conformance/streams/cached_text_signed.expected.json"
+        ),
+    ),
+    (
+        "streams/cached_text_signed.sse",
+        include_str!("../../../../plugins/gemini/conformance/streams/cached_text_signed.sse"),
+    ),
+    (
+        "streams/cut_before_finish.expected.json",
+        include_str!(
+            "../../../../plugins/gemini/conformance/streams/cut_before_finish.expected.json"
+        ),
+    ),
+    (
+        "streams/cut_before_finish.sse",
+        include_str!("../../../../plugins/gemini/conformance/streams/cut_before_finish.sse"),
+    ),
+    (
+        "streams/error_mid_stream.sse",
+        include_str!("../../../../plugins/gemini/conformance/streams/error_mid_stream.sse"),
+    ),
+    (
+        "streams/function_calls_signed.expected.json",
+        include_str!(
+            "../../../../plugins/gemini/conformance/streams/function_calls_signed.expected.json"
+        ),
+    ),
+    (
+        "streams/function_calls_signed.sse",
+        include_str!("../../../../plugins/gemini/conformance/streams/function_calls_signed.sse"),
+    ),
+    (
+        "streams/max_tokens.expected.json",
+        include_str!("../../../../plugins/gemini/conformance/streams/max_tokens.expected.json"),
+    ),
+    (
+        "streams/max_tokens.sse",
+        include_str!("../../../../plugins/gemini/conformance/streams/max_tokens.sse"),
+    ),
+    (
+        "streams/other_finish.expected.json",
+        include_str!("../../../../plugins/gemini/conformance/streams/other_finish.expected.json"),
+    ),
+    (
+        "streams/other_finish.sse",
+        include_str!("../../../../plugins/gemini/conformance/streams/other_finish.sse"),
+    ),
+    (
+        "streams/prompt_blocked.expected.json",
+        include_str!("../../../../plugins/gemini/conformance/streams/prompt_blocked.expected.json"),
+    ),
+    (
+        "streams/prompt_blocked.sse",
+        include_str!("../../../../plugins/gemini/conformance/streams/prompt_blocked.sse"),
+    ),
+    (
+        "streams/quota_mid_stream.sse",
+        include_str!("../../../../plugins/gemini/conformance/streams/quota_mid_stream.sse"),
+    ),
+    (
+        "streams/safety.expected.json",
+        include_str!("../../../../plugins/gemini/conformance/streams/safety.expected.json"),
+    ),
+    (
+        "streams/safety.sse",
+        include_str!("../../../../plugins/gemini/conformance/streams/safety.sse"),
+    ),
+    (
+        "streams/text.expected.json",
+        include_str!("../../../../plugins/gemini/conformance/streams/text.expected.json"),
+    ),
+    (
+        "streams/text.sse",
+        include_str!("../../../../plugins/gemini/conformance/streams/text.sse"),
+    ),
+    (
+        "streams/thinking.expected.json",
+        include_str!("../../../../plugins/gemini/conformance/streams/thinking.expected.json"),
+    ),
+    (
+        "streams/thinking.sse",
+        include_str!("../../../../plugins/gemini/conformance/streams/thinking.sse"),
+    ),
+];
+
 /// The embedded fixture set of first-party provider `name`, if it has its own.
 pub(crate) fn set(name: &str) -> Option<&'static [(&'static str, &'static str)]> {
     match name {
         "anthropic" => Some(ANTHROPIC),
+        "gemini" => Some(GEMINI),
         _ => None,
     }
 }
