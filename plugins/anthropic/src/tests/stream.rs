@@ -356,3 +356,52 @@ fn malformed_data_is_transient() {
         assert!(err.message.starts_with("malformed SSE data: "), "{data}");
     }
 }
+
+#[test]
+fn text_and_thinking_deltas_read_the_same_on_the_fast_path_and_the_general_one() {
+    // The first two take the typed fast path; the spaced-out one (not byte-prefixed as the
+    // API writes it) and the mistyped one the general path; a text delta for a thinking
+    // block and a thinking delta for a text block are ignored on both.
+    let events = vec![
+        ev(
+            "content_block_start",
+            r#"{"type":"content_block_start","index":0,"content_block":{"type":"thinking","thinking":""}}"#,
+        ),
+        ev(
+            "content_block_delta",
+            r#"{"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":"a \"q\"\n"}}"#,
+        ),
+        ev(
+            "content_block_delta",
+            r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"not here"}}"#,
+        ),
+        ev(
+            "content_block_start",
+            r#"{"type":"content_block_start","index":1,"content_block":{"type":"text","text":""}}"#,
+        ),
+        ev(
+            "content_block_delta",
+            r#"{"type":"content_block_delta","index":1,"delta":{"type":"text_delta","text":"\u00e9t\u00e9 "}}"#,
+        ),
+        ev(
+            "content_block_delta",
+            r#"{ "type": "content_block_delta", "index": 1, "delta": {"type": "text_delta", "text": "ok"} }"#,
+        ),
+        ev(
+            "content_block_delta",
+            r#"{"type":"content_block_delta","index":1,"delta":{"type":"text_delta","text":7}}"#,
+        ),
+        ev(
+            "content_block_delta",
+            r#"{"type":"content_block_delta","index":1,"delta":{"type":"thinking_delta","thinking":"no"}}"#,
+        ),
+    ];
+    assert_eq!(
+        replay(&events, 1).unwrap(),
+        vec![
+            Delta::Reasoning("a \"q\"\n".into()),
+            text("été "),
+            text("ok"),
+        ]
+    );
+}
