@@ -26,8 +26,13 @@ use super::server::{HitGuard, MockState, request_hit};
 /// The signature the mock gives a thinking block of text `thinking`: the base64 of
 /// SHA-256(`"mock-thinking:" + thinking`) (opaque to the gateway, checkable by tests).
 pub fn thinking_signature(thinking: &str) -> String {
+    mock_signature("mock-thinking:", thinking)
+}
+
+/// The base64 of SHA-256(`tag` + `text`): the mock's opaque, reproducible signatures.
+pub(super) fn mock_signature(tag: &str, text: &str) -> String {
     use base64::Engine as _;
-    let digest = Sha256::digest(format!("mock-thinking:{thinking}").as_bytes());
+    let digest = Sha256::digest(format!("{tag}{text}").as_bytes());
     base64::engine::general_purpose::STANDARD.encode(digest)
 }
 

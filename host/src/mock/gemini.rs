@@ -19,7 +19,6 @@ use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
-use sha2::{Digest, Sha256};
 
 use super::chat::with_headers;
 use super::embeddings::embedding_vector;
@@ -29,9 +28,7 @@ use super::server::{HitGuard, MockState, request_hit};
 /// The `thoughtSignature` the mock attaches for an answer whose reasoning (or, without
 /// reasoning, whose text) is `text`: the base64 of SHA-256(`"mock-thought:" + text`).
 pub fn thought_signature(text: &str) -> String {
-    use base64::Engine as _;
-    let digest = Sha256::digest(format!("mock-thought:{text}").as_bytes());
-    base64::engine::general_purpose::STANDARD.encode(digest)
+    super::anthropic::mock_signature("mock-thought:", text)
 }
 
 /// Google's canonical error `status` for an HTTP code.

@@ -11,14 +11,14 @@ use sha2::{Digest, Sha256};
 
 use super::*;
 
-async fn start() -> MockUpstream {
+pub(super) async fn start() -> MockUpstream {
     match serve_mock(SocketAddr::from(([127, 0, 0, 1], 0)), HashMap::new()).await {
         Ok(m) => m,
         Err(e) => panic!("mock: {e}"),
     }
 }
 
-async fn script(mock: &MockUpstream, name: &str, script: Value) {
+pub(super) async fn script(mock: &MockUpstream, name: &str, script: Value) {
     let r = reqwest::Client::new()
         .put(format!("http://{}/_mock/scenarios/{name}", mock.addr))
         .json(&script)

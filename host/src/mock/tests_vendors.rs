@@ -1,29 +1,10 @@
 //! The mock upstream's Anthropic and Gemini endpoints over real HTTP: the exact events and
 //! bodies of each vendor's documented format, the auth headers each requires, error shapes.
 
-use std::collections::HashMap;
-use std::net::SocketAddr;
-
 use serde_json::{Value, json};
 
+use super::tests::{script, start};
 use super::*;
-
-async fn start() -> MockUpstream {
-    match serve_mock(SocketAddr::from(([127, 0, 0, 1], 0)), HashMap::new()).await {
-        Ok(m) => m,
-        Err(e) => panic!("mock: {e}"),
-    }
-}
-
-async fn script(mock: &MockUpstream, name: &str, script: Value) {
-    let r = reqwest::Client::new()
-        .put(format!("http://{}/_mock/scenarios/{name}", mock.addr))
-        .json(&script)
-        .send()
-        .await
-        .expect("PUT script");
-    assert_eq!(r.status(), 204);
-}
 
 async fn post(url: String, headers: &[(&str, &str)], body: Value) -> (u16, String) {
     let mut req = reqwest::Client::new().post(url).json(&body);

@@ -26,20 +26,18 @@ pub struct ReasoningDetails {
 impl ReasoningDetails {
     /// A signature closes the block `reasoning[block_start..]` (`reasoning` is the answer's
     /// whole reasoning text so far).
-    pub fn sign(&mut self, reasoning: &str, s: &ReasoningSignature) -> &Value {
+    pub fn sign(&mut self, reasoning: &str, s: &ReasoningSignature) {
         let text = reasoning.get(self.block_start..).unwrap_or_default();
         self.block_start = reasoning.len();
         let entry = text_entry(text, s, self.entries.len());
         self.entries.push(entry);
-        &self.entries[self.entries.len() - 1]
     }
 
     /// An encrypted block; it also closes the current text block, unsigned.
-    pub fn encrypted(&mut self, reasoning: &str, e: &EncryptedReasoning) -> &Value {
+    pub fn encrypted(&mut self, reasoning: &str, e: &EncryptedReasoning) {
         self.block_start = reasoning.len();
         let entry = encrypted_entry(e, self.entries.len());
         self.entries.push(entry);
-        &self.entries[self.entries.len() - 1]
     }
 
     /// The entries, in order (empty when the answer had none).
