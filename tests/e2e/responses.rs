@@ -2,8 +2,11 @@
 //! Python SDK's `client.responses` as the client (`tests/python/responses_sdk.py`), and the
 //! mock upstream. Exact text, usage, item ids and upstream bodies; the stream helper's events
 //! and final response; `responses.parse` through the structured-output ladder; a function
-//! calling round trip; DeepSeek reasoning handed back across two turns; the SDK's
-//! `RateLimitError`; the stateful fields refused by name; the ledger's `ingress`.
+//! calling round trip; DeepSeek reasoning handed back across two turns, and an Anthropic
+//! signature handed back byte-exact through `encrypted_content`; the SDK's `RateLimitError`;
+//! a cut stream ending with `response.failed`; the stateful fields refused by name; the
+//! ledger's `ingress`; and the Vercel AI SDK's default `openai(model)` (skipped when node or
+//! npm is missing).
 
 use polygateway_tests::{MockUpstream, eventually, hits, mock, run_python, script, telemetry_rows};
 use serde_json::{Value, json};
@@ -399,4 +402,210 @@ async fn stateful_fields_and_built_in_tools_are_refused_by_name() {
     assert_eq!(status, 200, "{r}");
     assert_eq!(r["output"][0]["content"][0]["text"], ANSWER);
     assert_eq!(hits(&m, sc).await.len(), 1);
+}
+
+/// `name` on `PATH`, if any.
+fn on_path(name: &str) -> Option<std::path::PathBuf> {
+    std::env::split_paths(&std::env::var_os("PATH")?)
+        .map(|dir| dir.join(name))
+        .find(|p| p.is_file())
+}
+
+/// The Vercel AI SDK's default `openai(model)` (the Responses API) with `generateText` and
+/// `streamText` (`tests/fixtures/responses/ai_sdk.mjs`, with `ai` and `@ai-sdk/openai` installed
+/// by npm into a temporary directory). Skipped, saying so, when node or npm is not installed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_vercel_ai_sdk_generates_and_streams_text() {
+    let (Some(node), Some(npm)) = (on_path("node"), on_path("npm")) else {
+        eprintln!(
+            "SKIPPED the_vercel_ai_sdk_generates_and_streams_text: node or npm is not installed"
+        );
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::copy(
+        polygateway_tests::fixture("responses/ai_sdk.mjs"),
+        dir.path().join("ai_sdk.mjs"),
+    )
+    .unwrap();
+    let install = tokio::process::Command::new(&npm)
+        .args([
+            "install",
+            "--no-audit",
+            "--no-fund",
+            "--loglevel=error",
+            "ai@6.0.326",
+            "@ai-sdk/openai@3.0.141",
+        ])
+        .current_dir(dir.path())
+        .output()
+        .await
+        .expect("run npm");
+    assert!(
+        install.status.success(),
+        "npm install failed: {}",
+        String::from_utf8_lossy(&install.stderr)
+    );
+
+    let m = mock().await;
+    let sc = "resp-ai-sdk";
+    script(&m, sc, json!({"then": {"content": ANSWER}})).await;
+    let mut env = source(&m, "openai", 1, sc, "gpt-test");
+    no_cache(&mut env);
+    let gw = gateway(env).await;
+    let run = tokio::process::Command::new(&node)
+        .arg("ai_sdk.mjs")
+        .args([&gw.base_url, "llm"])
+        .current_dir(dir.path())
+        .output()
+        .await
+        .expect("run node");
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    assert!(
+        run.status.success(),
+        "ai_sdk.mjs failed: {}\nstdout: {stdout}\nstderr: {}",
+        run.status,
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let out: Value =
+        serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{e}: {stdout}"));
+    let usage = json!({"inputTokens": 7, "outputTokens": 6, "totalTokens": 13});
+    let g = &out["generate"];
+    assert_eq!(g["text"], ANSWER, "{out}");
+    assert_eq!(g["finishReason"], "stop", "{out}");
+    assert_eq!(g["usage"], usage, "{out}");
+    assert_eq!(g["modelId"], "gpt-test", "{out}");
+    assert!(
+        g["responseId"].as_str().unwrap().starts_with("resp_"),
+        "{out}"
+    );
+    let s = &out["stream"];
+    assert_eq!(
+        s["deltas"],
+        json!(["Hello, ", "test! ", "Nice ", "to ", "meet ", "you."]),
+        "{out}"
+    );
+    assert_eq!(s["text"], ANSWER, "{out}");
+    assert_eq!(s["finishReason"], "stop", "{out}");
+    assert_eq!(s["usage"], usage, "{out}");
+    let h = hits(&m, sc).await;
+    assert_eq!(h.len(), 2, "{h:?}");
+    let messages = json!([{"role": "system", "content": "Be brief."},
+                          {"role": "user", "content": "say hello to the test"}]);
+    assert_eq!(h[0]["body"]["messages"], messages);
+    assert_eq!(h[0]["body"]["stream"], false);
+    assert_eq!(h[1]["body"]["messages"], messages);
+    assert_eq!(h[1]["body"]["stream"], true);
+}
+
+/// `(event name, data)` of each event of a Responses SSE body.
+fn sse_events(body: &str) -> Vec<(String, Value)> {
+    body.split_terminator("\n\n")
+        .map(|e| {
+            let (name, data) = e
+                .strip_prefix("event: ")
+                .and_then(|e| e.split_once("\ndata: "))
+                .unwrap_or_else(|| panic!("not an event: {e:?}"));
+            (name.to_string(), serde_json::from_str(data).unwrap())
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_stream_cut_after_tokens_ends_with_response_failed() {
+    let m = mock().await;
+    script(
+        &m,
+        "resp-cut",
+        json!({"then": {"content": "one two three four five six",
+                                           "cut_after_chunks": 3, "inter_chunk_delay_ms": 30}}),
+    )
+    .await;
+    let gw = gateway(source(&m, "openai", 1, "resp-cut", "gpt-x")).await;
+    let resp = reqwest::Client::new()
+        .post(format!("{}/v1/responses", gw.base_url))
+        .json(&json!({"model": "llm", "input": "count", "stream": true}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status().as_u16(), 200);
+    assert_eq!(resp.headers()["content-type"], "text/event-stream");
+    let events = sse_events(&resp.text().await.unwrap());
+    let names: Vec<&str> = events.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "response.created",
+            "response.in_progress",
+            "response.output_item.added",
+            "response.content_part.added",
+            "response.output_text.delta",
+            "response.output_text.delta",
+            "response.output_text.delta",
+            "error",
+            "response.failed",
+        ]
+    );
+    for (i, (_, e)) in events.iter().enumerate() {
+        assert_eq!(e["sequence_number"], i, "{e}");
+    }
+    let (_, failed) = &events[8];
+    assert_eq!(failed["response"]["status"], "failed");
+    assert_eq!(failed["response"]["error"]["code"], "server_error");
+    assert_eq!(failed["response"]["error"]["type"], "stream_interrupted");
+    assert_eq!(events[7].1["code"], "server_error");
+}
+
+/// An Anthropic source's signed thinking rides in the reasoning item's `encrypted_content`
+/// and reaches Anthropic again, signature byte for byte, when the client hands the item back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_anthropic_signature_is_handed_back_byte_exact() {
+    let m = mock().await;
+    for mode in ["nonstream", "stream"] {
+        let sc = format!("resp-anth-{mode}");
+        script(
+            &m,
+            &sc,
+            json!({"then": {"content": ANSWER, "reasoning": REASONING}}),
+        )
+        .await;
+        let p = "LLM__ANTHROPIC__1__";
+        let mut env = vec![
+            kv(&format!("{p}BASE_URL"), m.anthropic_base_url(&sc)),
+            kv(&format!("{p}MODEL"), "claude-test"),
+            kv(&format!("{p}API_KEY"), format!("sk-ant-{sc}")),
+        ];
+        no_cache(&mut env);
+        let gw = gateway(env).await;
+        let out = run_python(
+            "responses_sdk.py",
+            &[&gw.base_url, "llm", "reasoning", mode],
+        )
+        .await;
+        let item = &out["turn1"]["output"][0];
+        assert_eq!(item["type"], "reasoning", "{mode}: {out}");
+        assert_eq!(
+            item["summary"],
+            json!([{"type": "summary_text", "text": REASONING}]),
+            "{mode}"
+        );
+        assert!(
+            item["encrypted_content"]
+                .as_str()
+                .is_some_and(|e| e.starts_with("pgw1.")),
+            "{mode}: {item}"
+        );
+        assert_eq!(out["turn1"]["output_text"], ANSWER, "{mode}");
+        let h = hits(&m, &sc).await;
+        assert_eq!(h.len(), 2, "{mode}: {h:?}");
+        assert_eq!(
+            h[1]["body"]["messages"][1],
+            json!({"role": "assistant", "content": [
+                {"type": "thinking", "thinking": REASONING,
+                 "signature": polygateway::mock::thinking_signature(REASONING)},
+                {"type": "text", "text": ANSWER},
+            ]}),
+            "{mode}"
+        );
+    }
 }
