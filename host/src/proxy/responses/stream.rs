@@ -22,8 +22,8 @@ use serde_json::{Value, json};
 
 use super::Echo;
 use super::answer::{
-    Head, function_call_id, function_call_item, item_id, message_item, output_text, reasoning_item,
-    refusal_part, response_object, status, usage_json,
+    Head, function_call_id, function_call_item, item_id, message_item, model_of, output_text,
+    reasoning_item, refusal_part, response_object, status, usage_json,
 };
 use crate::error::GatewayError;
 use crate::pipeline::reasoning::{encrypted_entry, text_entry};
@@ -528,6 +528,8 @@ impl super::super::dialect::StreamEncoder for ResponsesStream {
         let output = std::mem::take(&mut self.output);
         let mut response = self.response(status, output);
         response["incomplete_details"] = incomplete_details;
+        // The model the upstream reported may have come after the stream's start.
+        response["model"] = Value::from(model_of(r));
         response["usage"] = usage_json(r.usage.as_ref());
         let ty = if status == "incomplete" {
             "response.incomplete"
