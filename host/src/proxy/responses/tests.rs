@@ -838,3 +838,56 @@ fn a_failure_after_the_start_is_response_failed() {
         "{failed}"
     );
 }
+
+#[test]
+fn interleaved_kinds_are_items_in_order_and_come_back_as_one_turn() {
+    let (_, echo) = parsed(json!({"model": "llm", "input": "hi", "stream": true}));
+    let (sse, _) = stream(
+        echo,
+        &[
+            Delta::Content("First.".into()),
+            Delta::Reasoning("Hmm.".into()),
+            Delta::Content("Second.".into()),
+            Delta::Finish(FinishReason::Stop),
+        ],
+    );
+    let ev = events(&sse);
+    let (name, done) = ev.last().unwrap();
+    assert_eq!(name, "response.completed");
+    let output = done["response"]["output"].as_array().unwrap().clone();
+    let kinds: Vec<_> = output
+        .iter()
+        .map(|i| (i["type"].as_str().unwrap(), i["id"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            ("message", format!("msg_{CALL}_0").as_str()),
+            ("reasoning", format!("rs_{CALL}_1").as_str()),
+            ("message", format!("msg_{CALL}_2").as_str()),
+        ]
+    );
+    // Each item announced once and done once, at its output index.
+    for (ty, index) in [
+        ("response.output_item.added", 0),
+        ("response.output_item.done", 0),
+    ] {
+        let at: Vec<_> = ev
+            .iter()
+            .filter(|(n, _)| n == ty)
+            .map(|(_, e)| e["output_index"].as_u64().unwrap())
+            .collect();
+        assert_eq!(at, [index, 1, 2], "{ty}");
+    }
+    let mut input = vec![json!({"role": "user", "content": "hi"})];
+    input.extend(output);
+    let (req, _) = parsed(json!({"model": "llm", "input": input}));
+    assert_eq!(
+        req.messages,
+        vec![
+            json!({"role": "user", "content": "hi"}),
+            json!({"role": "assistant", "reasoning_content": "Hmm.", "content": [
+                {"type": "text", "text": "First."}, {"type": "text", "text": "Second."}]}),
+        ]
+    );
+}
