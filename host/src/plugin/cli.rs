@@ -44,7 +44,8 @@ pub struct CheckArgs {
     /// The world to check against (default: detected from the component's exports).
     #[arg(long, value_enum)]
     pub world: Option<WorldArg>,
-    /// Budget of one plugin call in milliseconds: a slower call fails its case.
+    /// Budget of one plugin call in milliseconds of CPU time (as `PGW_PLUGIN_TIMEOUT_MS`
+    /// counts it, so a loaded machine fails no case): a costlier call fails its case.
     #[arg(long, default_value_t = 250)]
     pub budget_ms: u64,
     /// Run only the cases whose name contains this text.

@@ -72,7 +72,7 @@ pub(crate) struct Slice {
 }
 
 /// CPU time the current thread has used (zero if the clock cannot be read).
-fn thread_cpu() -> Duration {
+pub(crate) fn thread_cpu() -> Duration {
     let t = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
     Duration::new(
         u64::try_from(t.tv_sec).unwrap_or(0),
@@ -133,6 +133,19 @@ pub(crate) fn run<R: Send>(mut call: GuestFuture<'_, R>) -> wasmtime::Result<R> 
     }
 }
 
+thread_local! {
+    /// CPU time the guest calls made from this thread spent on slow-call threads, since
+    /// [`take_off_thread_cpu`] last read it.
+    static OFF_THREAD_CPU: std::cell::Cell<Duration> = const { std::cell::Cell::new(Duration::ZERO) };
+}
+
+/// The CPU time the guest calls made from this thread spent off it (the part of a slow call
+/// that finished on a slow-call thread) since the last read, which resets it. With
+/// [`thread_cpu`] around a call, the call's whole CPU time (the conformance kit's budget).
+pub(crate) fn take_off_thread_cpu() -> Duration {
+    OFF_THREAD_CPU.with(|c| c.replace(Duration::ZERO))
+}
+
 /// Finish `call` on a scoped thread of lower priority, the caller waiting; on this thread if
 /// no thread can be started.
 fn finish_on_slow_thread<R: Send>(mut call: GuestFuture<'_, R>) -> wasmtime::Result<R> {
@@ -145,12 +158,17 @@ fn finish_on_slow_thread<R: Send>(mut call: GuestFuture<'_, R>) -> wasmtime::Res
                     Some(rustix::thread::gettid()),
                     SLOW_CALL_NICENESS,
                 );
-                block_on(call.as_mut())
+                let started = thread_cpu();
+                let out = block_on(call.as_mut());
+                (out, thread_cpu().saturating_sub(started))
             });
         spawned.ok().map(|thread| thread.join())
     });
     match finished {
-        Some(Ok(out)) => out,
+        Some(Ok((out, cpu))) => {
+            OFF_THREAD_CPU.with(|c| c.set(c.get() + cpu));
+            out
+        }
         // The guest cannot panic the host (a guest panic is a trap); a host bug can.
         Some(Err(panic)) => std::panic::resume_unwind(panic),
         None => {

@@ -87,8 +87,8 @@ impl std::fmt::Display for World {
 pub struct CheckOptions {
     /// The world to check against; `None` = detect it from the component's exports.
     pub world: Option<World>,
-    /// Every plugin call must return within this (the soft budget; the engine's hard
-    /// deadline, `PGW_PLUGIN_TIMEOUT_MS`, interrupts a runaway call as a fault).
+    /// Every plugin call must use at most this much CPU time (the soft budget; the engine's
+    /// hard deadline, `PGW_PLUGIN_TIMEOUT_MS`, interrupts a runaway call as a fault).
     pub budget: Duration,
     /// Run only the cases whose name contains this.
     pub filter: Option<String>,

@@ -2,12 +2,13 @@
 //! call against the budget, readable JSON differences, and the test-runner style output.
 
 use std::io::Write;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::Value;
 
 use super::World;
 use crate::plugin::PluginError;
+use crate::plugin::schedule::{take_off_thread_cpu, thread_cpu};
 
 /// The outcome of one case.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -215,14 +216,20 @@ impl Case {
 
     /// Run one plugin call, timing it against the budget. A plugin fault (trap, exhausted
     /// time budget, memory cap) is noted as a problem and gives `None`.
+    ///
+    /// The time is the CPU time the call used, as the engine's own budget counts it
+    /// (`plugin/schedule.rs`): this thread's CPU clock around the call plus what its slow
+    /// part used on the slow-call thread, so it measures the plugin's work alone, and a
+    /// loaded machine (a parallel test run, a build) never fails a case a quiet one passes.
     pub(crate) fn call<R>(
         &mut self,
         function: &'static str,
         f: impl FnOnce() -> Result<R, PluginError>,
     ) -> Option<R> {
-        let started = Instant::now();
+        let started = thread_cpu();
+        take_off_thread_cpu();
         let out = f();
-        let elapsed = started.elapsed();
+        let elapsed = thread_cpu().saturating_sub(started) + take_off_thread_cpu();
         self.calls += 1;
         if self.slowest.is_none_or(|(_, s)| elapsed > s) {
             self.slowest = Some((function, elapsed));
