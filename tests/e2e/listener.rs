@@ -79,8 +79,8 @@ async fn unknown_paths_and_methods_get_json_errors_and_every_response_an_id() {
     let client = reqwest::Client::new();
 
     let resp = client
-        .post(format!("{}/v1/responses", gw.base_url))
-        .json(&json!({"model": "llm", "input": "hi"}))
+        .post(format!("{}/v1/assistants", gw.base_url))
+        .json(&json!({"model": "llm"}))
         .send()
         .await
         .unwrap();
@@ -91,7 +91,7 @@ async fn unknown_paths_and_methods_get_json_errors_and_every_response_an_id() {
     let v: Value = resp.json().await.unwrap();
     let message = v["error"]["message"].as_str().unwrap();
     assert!(
-        message.starts_with("/v1/responses is not supported by this gateway"),
+        message.starts_with("/v1/assistants is not supported by this gateway"),
         "{message}"
     );
     assert_eq!(v["error"]["type"], "invalid_request_error");

@@ -40,7 +40,7 @@ pub use ocr::{
 pub use options::CallOptions;
 pub use passthrough::AnswerFields;
 pub use reload::{ReloadError, ReloadReport};
-pub use request::{CacheMode, ChatRequest, validate_meta, validate_tenant_id};
+pub use request::{CacheMode, ChatRequest, Ingress, validate_meta, validate_tenant_id};
 pub use response::{Accumulator, ChatResponse, TokenUsage, ToolCall};
 pub use runtime::StartError;
 pub use sink::{CallEvent, StreamStart};

@@ -38,6 +38,35 @@ pub struct ChatRequest {
     pub cache_mode: CacheMode,
     /// `x-pgw-structured-strategy`.
     pub structured_strategy: Option<String>,
+    /// The dialect the client spoke (the ledger's `ingress` column). Nothing else below the
+    /// proxy reads it: the call, its cache key and its answer are the same whatever it is.
+    pub ingress: Ingress,
+}
+
+/// The client dialect a call arrived in (the `ingress` column of `llm_calls`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Ingress {
+    /// The embedded Rust API (`Gateway::chat`, `Gateway::chat_stream`).
+    #[default]
+    Embedded,
+    /// `POST /v1/chat/completions` (OpenAI Chat Completions).
+    ChatCompletions,
+    /// `POST /v1/messages` (Anthropic Messages).
+    Messages,
+    /// `POST /v1/responses` (OpenAI Responses).
+    Responses,
+}
+
+impl Ingress {
+    /// The stored value: `embedded`, `chat_completions`, `messages` or `responses`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Ingress::Embedded => "embedded",
+            Ingress::ChatCompletions => "chat_completions",
+            Ingress::Messages => "messages",
+            Ingress::Responses => "responses",
+        }
+    }
 }
 
 /// Per-call cache control (`x-pgw-cache`).
@@ -146,6 +175,7 @@ impl ChatRequest {
             cache_salt: None,
             cache_mode: CacheMode::Default,
             structured_strategy: None,
+            ingress: Ingress::Embedded,
         }
     }
 
@@ -240,6 +270,7 @@ impl ChatRequest {
             cache_salt: None,
             cache_mode: CacheMode::Default,
             structured_strategy: None,
+            ingress: Ingress::ChatCompletions,
         };
         req.validate()?;
         Ok(req)

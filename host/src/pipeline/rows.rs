@@ -50,6 +50,7 @@ fn base(
     row.parent_call_id = req.parent_call_id.clone();
     row.session_id = req.session_id.clone();
     row.tenant_id = req.tenant_id.clone();
+    row.ingress = Some(req.ingress.as_str());
     row.meta = req
         .meta
         .as_ref()

@@ -1,5 +1,6 @@
-//! Client authentication: with `PGW_API_KEYS` set, `Authorization: Bearer <key>` compared in
-//! constant time; with none, only loopback peers are served.
+//! Client authentication: with `PGW_API_KEYS` set, `Authorization: Bearer <key>` — or, when
+//! there is no `Authorization` header, `x-api-key: <key>`, the header Anthropic's clients send
+//! — compared in constant time; with none, only loopback peers are served.
 
 use std::net::SocketAddr;
 
@@ -28,16 +29,28 @@ pub(crate) fn check(
             Err(AuthError::NotLoopback)
         };
     }
-    let Some(value) = headers.get(axum::http::header::AUTHORIZATION) else {
-        return Err(AuthError::Unauthorized("missing Authorization header"));
-    };
-    let Some(token) = value.to_str().ok().and_then(|v| {
-        v.strip_prefix("Bearer ")
-            .or_else(|| v.strip_prefix("bearer "))
-    }) else {
-        return Err(AuthError::Unauthorized(
-            "Authorization must be `Bearer <key>`",
-        ));
+    let token = match (
+        headers.get(axum::http::header::AUTHORIZATION),
+        headers.get("x-api-key"),
+    ) {
+        (Some(value), _) => value
+            .to_str()
+            .ok()
+            .and_then(|v| {
+                v.strip_prefix("Bearer ")
+                    .or_else(|| v.strip_prefix("bearer "))
+            })
+            .ok_or(AuthError::Unauthorized(
+                "Authorization must be `Bearer <key>`",
+            ))?,
+        (None, Some(value)) => value
+            .to_str()
+            .map_err(|_| AuthError::Unauthorized("x-api-key must be visible ASCII"))?,
+        (None, None) => {
+            return Err(AuthError::Unauthorized(
+                "missing Authorization (or x-api-key) header",
+            ));
+        }
     };
     let mut ok = subtle::Choice::from(0u8);
     for k in keys {

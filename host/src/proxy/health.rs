@@ -1,5 +1,6 @@
-//! `GET /v1/models` (the scope aliases as OpenAI model objects; client auth like the chat
-//! endpoint), `GET /v1/models/{model}` (one of them, or 404 `model_not_found`) and `GET /healthz`
+//! `GET /v1/models` (the scope aliases as OpenAI model objects, or in Anthropic's list shape
+//! when the request carries `anthropic-version`, as Anthropic's clients send; client auth like
+//! the chat endpoint), `GET /v1/models/{model}` (one of them, or 404 `model_not_found`) and `GET /healthz`
 //! (scopes, sources, plugins, telemetry, and `ocr_health` `{scope: {source: healthy}}` from
 //! probes at most 5 s old; open, for load-balancer probes on the listen address).
 
@@ -24,9 +25,16 @@ pub(crate) async fn models(
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     headers: HeaderMap,
 ) -> Response {
+    let anthropic = headers.contains_key("anthropic-version");
     if let Err(e) = super::auth::check(&state.api_keys, &headers, peer) {
         let (status, ty, message) = e.into_gateway_error();
+        if anthropic {
+            return super::messages::auth_error(status, ty, &message);
+        }
         return plain_error(status, ty, &message);
+    }
+    if anthropic {
+        return super::messages::models_list(&state.gateway.model_aliases());
     }
     let data: Vec<_> = state
         .gateway

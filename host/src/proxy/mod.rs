@@ -7,13 +7,16 @@
 mod auth;
 mod call_headers;
 mod chat;
+mod dialect;
 mod embeddings;
 mod errors;
 mod health;
 mod layers;
+mod messages;
 mod metrics;
 mod ocr;
 mod reload;
+mod responses;
 mod server;
 mod sse;
 
@@ -78,6 +81,9 @@ fn router_draining(gateway: Gateway, draining: CancellationToken) -> Router {
     };
     let router = Router::new()
         .route("/v1/chat/completions", post(chat::chat_completions))
+        .route("/v1/messages", post(messages::messages))
+        .route("/v1/messages/count_tokens", post(messages::count_tokens))
+        .route("/v1/responses", post(responses::responses))
         .route("/v1/embeddings", post(embeddings::embeddings))
         .merge(ocr::routes())
         .route("/v1/models", get(health::models))

@@ -122,6 +122,9 @@ pub struct CallRow {
     pub tenant_id: Option<String>,
     /// `x-pgw-meta` as JSON; stored as `{}` when absent.
     pub meta: Option<String>,
+    /// The client dialect of a chat call (`chat_completions`, `messages`, `responses`,
+    /// `embedded`); `None` for embeddings and OCR calls.
+    pub ingress: Option<&'static str>,
     /// Unix time in milliseconds.
     pub created_at_ms: i64,
 }
@@ -167,6 +170,7 @@ impl CallRow {
             sampling: None,
             tenant_id: None,
             meta: None,
+            ingress: None,
             created_at_ms,
         }
     }

@@ -116,6 +116,7 @@ pub const COLUMNS: &[Column] = &[
         "JSONB NOT NULL DEFAULT '{}'",
     ),
     col("cache_write_tokens", T::Integer, "INTEGER", "BIGINT"),
+    col("ingress", T::Text, "TEXT", "TEXT"),
 ];
 
 impl Column {
@@ -235,6 +236,7 @@ pub fn value<'a>(row: &'a CallRow, name: &str) -> SqlValue<'a> {
         "completion_tokens" => SqlValue::Integer(int(row.completion_tokens)),
         "cached_prompt_tokens" => SqlValue::Integer(int(row.cached_prompt_tokens)),
         "cache_write_tokens" => SqlValue::Integer(int(row.cache_write_tokens)),
+        "ingress" => SqlValue::Text(row.ingress),
         "reasoning_tokens" => SqlValue::Integer(int(row.reasoning_tokens)),
         "usage_source" => SqlValue::Text(Some(row.usage_source.as_str())),
         "latency_ms" => SqlValue::Integer(int(row.latency_ms)),
@@ -288,7 +290,7 @@ mod tests {
         assert!(lite.contains("    created_at INTEGER NOT NULL,\n    messages TEXT,"));
         assert_eq!(
             add_column_sql(SchemaBackend::Postgres, &COLUMNS[COLUMNS.len() - 1]),
-            "ALTER TABLE llm_calls ADD COLUMN cache_write_tokens BIGINT"
+            "ALTER TABLE llm_calls ADD COLUMN ingress TEXT"
         );
     }
 

@@ -88,10 +88,13 @@ impl Conversation {
                     .filter(|s| !json::is_empty_string(s))
                     .ok_or_else(|| invalid(at, "a tool message needs a string `tool_call_id`"))?;
                 let result = tool_result_content(content, at)?;
+                // `is_error: true` (the Messages dialect's carry of Anthropic's flag).
+                let is_error = json::field(&obj, "is_error").is_some_and(|v| v.get() == "true");
                 let block = Obj::new()
                     .str("type", "tool_result")
                     .raw("tool_use_id", id)
                     .opt("content", result.as_deref())
+                    .opt("is_error", is_error.then_some("true"))
                     .build();
                 self.push(Role::User, vec![Part::Block(block)]);
             }

@@ -16,6 +16,57 @@ const SAMPLING_KEYS: [&str; 3] = ["temperature", "top_p", "top_k"];
 /// The smallest `top_p` Anthropic accepts with extended thinking.
 const THINKING_MIN_TOP_P: f64 = 0.95;
 
+/// The client's own `thinking` parameter (Anthropic's spelling, which DeepSeek and LiteLLM
+/// share): it overrides the source's `ENABLE_THINKING` / `THINKING_BUDGET` for the call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ClientThinking {
+    /// `{"type": "enabled", "budget_tokens": n}`; without `budget_tokens` (DeepSeek's
+    /// spelling) the source's `THINKING_BUDGET` applies.
+    Enabled(Option<u32>),
+    /// `{"type": "adaptive"}`: the model decides (sent as given).
+    Adaptive,
+    /// `{"type": "disabled"}`.
+    Disabled,
+}
+
+/// The client's `thinking`, when the overlay has one.
+///
+/// Errors: not an object with `type` `enabled` (and an integer `budget_tokens`), `adaptive`
+/// or `disabled` → `invalid-request` naming `thinking`.
+pub(crate) fn client_thinking(overlay_json: &str) -> Result<Option<ClientThinking>, BuildError> {
+    if overlay_json.trim().is_empty() {
+        return Ok(None);
+    }
+    let Some(obj) = json::object(overlay_json) else {
+        return Ok(None); // `Overlay::parse` names the problem.
+    };
+    let Some(t) = json::field(&obj, "thinking") else {
+        return Ok(None);
+    };
+    let bad = || {
+        invalid(
+            "thinking",
+            "expected {\"type\": \"enabled\", \"budget_tokens\": n}, {\"type\": \"adaptive\"} or {\"type\": \"disabled\"}",
+        )
+    };
+    let t = json::object(t.get()).ok_or_else(bad)?;
+    match json::string_field(&t, "type").as_deref() {
+        Some("enabled") => {
+            let budget = json::field(&t, "budget_tokens")
+                .map(|b| {
+                    serde_json::from_str::<u32>(b.get()).map_err(|_| {
+                        invalid("thinking.budget_tokens", "expected a non-negative integer")
+                    })
+                })
+                .transpose()?;
+            Ok(Some(ClientThinking::Enabled(budget)))
+        }
+        Some("adaptive") => Ok(Some(ClientThinking::Adaptive)),
+        Some("disabled") => Ok(Some(ClientThinking::Disabled)),
+        _ => Err(bad()),
+    }
+}
+
 /// The client's parameters, parsed and mapped.
 #[derive(Debug, Default)]
 pub(crate) struct Overlay {
@@ -40,7 +91,8 @@ impl Overlay {
     /// only kept from 0.95 up, as Anthropic requires); `stop` (a string or a list) →
     /// `stop_sequences`; `tools`, `tool_choice`, `parallel_tool_calls` (see [`crate::tools`];
     /// a tool choice is only sent with tools);
-    /// `user` → `metadata.user_id`; `n` must be 1. Every other key — OpenAI's
+    /// `user` → `metadata.user_id`; `n` must be 1; `thinking` is read by [`client_thinking`].
+    /// Every other key — OpenAI's
     /// `frequency_penalty`, `presence_penalty`, `logprobs`, `top_logprobs`, `seed`,
     /// `response_format`, `logit_bias`, `stream_options`, … — is dropped: Anthropic refuses
     /// unknown keys, and its own extras belong in the source's `EXTRA_BODY`.

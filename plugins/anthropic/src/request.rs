@@ -10,7 +10,7 @@ use polygateway_plugin_sdk::{
 
 use crate::json::{self, Obj, RawObject};
 use crate::messages::Conversation;
-use crate::overlay::Overlay;
+use crate::overlay::{ClientThinking, Overlay, client_thinking};
 
 /// The Messages API path, appended to `BASE_URL` (`https://api.anthropic.com`, no `/v1`).
 pub const MESSAGES_PATH: &str = "/v1/messages";
@@ -42,7 +42,8 @@ const EXTRA_BODY_PROTECTED: [&str; 5] = ["model", "messages", "stream", "stream_
 /// 2. `max_tokens`: the client's cap, else `MAX_TOKENS`, else [`DEFAULT_MAX_TOKENS`]; with
 ///    `ENABLE_THINKING` on, `thinking: {"type":"enabled","budget_tokens":THINKING_BUDGET or
 ///    1024}`, and a cap not from the client that does not exceed the budget is raised to
-///    budget + [`DEFAULT_MAX_TOKENS`];
+///    budget + [`DEFAULT_MAX_TOKENS`]; a client `thinking` overrides the source's (its
+///    `budget_tokens`, `adaptive` as given, or `disabled`);
 /// 3. `EXTRA_BODY`'s keys, but never `model`, `messages`, `stream`, `stream_options`,
 ///    `system` (it may replace `thinking`, or `max_tokens` when the client set none);
 /// 4. the client's mapped parameters (see [`Overlay::parse`]), including its `max_tokens`.
@@ -56,7 +57,12 @@ pub(crate) fn build_request(
     req: &ChatRequest,
     source: &SourceInfo,
 ) -> Result<HttpRequest, BuildError> {
-    let thinking = source.enable_thinking == Some(true);
+    let client = client_thinking(&req.overlay_json)?;
+    let thinking = match client {
+        Some(ClientThinking::Enabled(_) | ClientThinking::Adaptive) => true,
+        Some(ClientThinking::Disabled) => false,
+        None => source.enable_thinking == Some(true),
+    };
     let overlay = Overlay::parse(&req.overlay_json, thinking)?;
     let mut conv = Conversation::from_messages_json(&req.messages_json)?;
     if let Some(prefill) = &req.prefill {
@@ -75,7 +81,19 @@ pub(crate) fn build_request(
                 .to_owned(),
         ));
     }
-    let (cap, thinking_json) = output_settings(overlay.max_tokens, source, thinking)?;
+    let (cap, thinking_json) = match client {
+        Some(ClientThinking::Adaptive) => (
+            overlay
+                .max_tokens
+                .or(source.max_tokens)
+                .unwrap_or(DEFAULT_MAX_TOKENS),
+            Some(Obj::new().str("type", "adaptive").build()),
+        ),
+        Some(ClientThinking::Enabled(budget)) => {
+            output_settings(overlay.max_tokens, source, thinking, budget)?
+        }
+        _ => output_settings(overlay.max_tokens, source, thinking, None)?,
+    };
     let mut body: BTreeMap<String, String> = BTreeMap::new();
     body.insert("model".into(), json::string(&source.model));
     if let Some(system) = conv.system_json() {
@@ -109,6 +127,7 @@ fn output_settings(
     client_cap: Option<u32>,
     source: &SourceInfo,
     thinking: bool,
+    client_budget: Option<u32>,
 ) -> Result<(u32, Option<String>), BuildError> {
     let cap = client_cap
         .or(source.max_tokens)
@@ -116,9 +135,16 @@ fn output_settings(
     if !thinking {
         return Ok((cap, None));
     }
-    let budget = source
-        .thinking_budget_tokens
+    let budget = client_budget
+        .or(source.thinking_budget_tokens)
         .unwrap_or(DEFAULT_THINKING_BUDGET);
+    if let Some(b) = client_budget
+        && b < MIN_THINKING_BUDGET
+    {
+        return Err(BuildError::InvalidRequest(format!(
+            "overlay-json: thinking.budget_tokens: {b} is below anthropic's minimum of {MIN_THINKING_BUDGET}"
+        )));
+    }
     if budget < MIN_THINKING_BUDGET {
         return Err(BuildError::Unsupported(format!(
             "THINKING_BUDGET {budget} is below anthropic's minimum budget_tokens of \

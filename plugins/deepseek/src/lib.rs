@@ -8,7 +8,8 @@ use polygateway_plugin_sdk::{
 use serde_json::json;
 
 /// DeepSeek's API. `ENABLE_THINKING` true/false → `"thinking": {"type": "enabled" |
-/// "disabled"}`; unset → nothing. Prefill → a last message `{"role": "assistant",
+/// "disabled"}`; unset → nothing; the client's `thinking` (the contract's convention:
+/// `enabled` or `adaptive` → enabled, `disabled`) overrides the source's. Prefill → a last message `{"role": "assistant",
 /// "content": <prefill>, "prefix": true}` (prefix completion; DeepSeek serves it on its
 /// `/beta` base URL).
 pub struct DeepSeek;
@@ -28,11 +29,12 @@ impl Provider for DeepSeek {
     const PREFILL_FLAG: Option<&'static str> = Some("prefix");
 
     fn add_body_fields(
-        _req: &ChatRequest,
+        req: &ChatRequest,
         source: &SourceInfo,
         body: &mut ChatBody,
     ) -> Result<(), BuildError> {
-        if let Some(on) = source.enable_thinking {
+        let client = polygateway_plugin_sdk::request::client_thinking(&req.overlay_json);
+        if let Some(on) = client.or(source.enable_thinking) {
             let kind = if on { "enabled" } else { "disabled" };
             body.insert("thinking", &json!({ "type": kind }));
         }

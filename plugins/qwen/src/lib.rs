@@ -13,7 +13,8 @@ use serde_json::Value;
 /// (DashScope answers an overdue account with a 400).
 const ACCOUNT_DEAD_CODES: [&str; 2] = ["Arrearage", "InvalidApiKey"];
 
-/// Qwen models. `ENABLE_THINKING` → `"enable_thinking": true | false`; unset → nothing.
+/// Qwen models. `ENABLE_THINKING` → `"enable_thinking": true | false`; unset → nothing; the
+/// client's `thinking` (the contract's convention) overrides the source's.
 /// Prefill → a last message `{"role": "assistant", "content": <prefill>, "partial": true}`.
 pub struct Qwen;
 
@@ -33,11 +34,12 @@ impl Provider for Qwen {
     const SPLIT_INLINE_THINK: bool = true;
 
     fn add_body_fields(
-        _req: &ChatRequest,
+        req: &ChatRequest,
         source: &SourceInfo,
         body: &mut ChatBody,
     ) -> Result<(), BuildError> {
-        if let Some(on) = source.enable_thinking {
+        let client = polygateway_plugin_sdk::request::client_thinking(&req.overlay_json);
+        if let Some(on) = client.or(source.enable_thinking) {
             body.insert("enable_thinking", &Value::Bool(on));
         }
         Ok(())

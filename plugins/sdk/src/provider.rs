@@ -176,7 +176,9 @@ pub trait Provider: 'static {
     /// `build-request`: `POST /chat/completions` with a JSON body built as: the contract's
     /// keys ([`ChatBody::new`], messages + prefill message), then
     /// [`Provider::add_body_fields`], then `source.extra-body-json`, then `req.overlay-json`
-    /// (later wins; protected keys are never overridden), then `max_tokens` from
+    /// (later wins; protected keys are never overridden, and the overlay's convention keys —
+    /// `thinking` — are left to `add_body_fields`, see
+    /// [`crate::request::CONVENTION_KEYS`]), then `max_tokens` from
     /// `source.max-tokens` when none of those set `max_tokens` or `max_completion_tokens`.
     /// Bearer auth.
     ///
@@ -220,8 +222,7 @@ pub trait Provider: 'static {
         Self::add_body_fields(req, source, &mut body)?;
         body.merge_object("extra-body-json", &source.extra_body_json)
             .map_err(|e| BuildError::Unsupported(e.to_string()))?;
-        body.merge_object("overlay-json", &req.overlay_json)
-            .map_err(invalid)?;
+        body.merge_overlay(&req.overlay_json).map_err(invalid)?;
         // `MAX_TOKENS` is the source's default cap: only when neither the client nor
         // `EXTRA_BODY` set one (OpenAI refuses both spellings at once).
         if let Some(cap) = source.max_tokens

@@ -20,6 +20,40 @@ use crate::{AuthScheme, Header, HttpRequest};
 /// ```
 pub const PROTECTED_KEYS: [&str; 4] = ["model", "messages", "stream", "stream_options"];
 
+/// Overlay keys that are request conventions of the contract (`wit/types.wit`), not body
+/// keys of the OpenAI API: the client's `thinking` (Anthropic's object, `{"type": "enabled",
+/// "budget_tokens"?}` / `adaptive` / `disabled`) is never merged into the body verbatim — an
+/// OpenAI-compatible API without that key refuses it. A provider whose API has a thinking
+/// switch reads it with [`client_thinking`] in [`crate::Provider::add_body_fields`].
+pub const CONVENTION_KEYS: [&str; 1] = ["thinking"];
+
+/// The client's thinking request (the overlay's `thinking`, see [`CONVENTION_KEYS`]): `Some(true)`
+/// for `enabled` or `adaptive`, `Some(false)` for `disabled`, `None` when absent or of
+/// another shape.
+///
+/// # Example
+/// ```
+/// use polygateway_plugin_sdk::request::client_thinking;
+///
+/// assert_eq!(client_thinking(r#"{"thinking":{"type":"adaptive"}}"#), Some(true));
+/// assert_eq!(client_thinking(r#"{"thinking":{"type":"disabled"}}"#), Some(false));
+/// assert_eq!(client_thinking(r#"{"temperature":1}"#), None);
+/// ```
+pub fn client_thinking(overlay_json: &str) -> Option<bool> {
+    #[derive(serde::Deserialize)]
+    struct Overlay<'a> {
+        #[serde(borrow)]
+        thinking: Option<&'a RawValue>,
+    }
+    let o: Overlay<'_> = serde_json::from_str(overlay_json).ok()?;
+    let t: Value = serde_json::from_str(o.thinking?.get()).ok()?;
+    match t.get("type")?.as_str()? {
+        "enabled" | "adaptive" => Some(true),
+        "disabled" => Some(false),
+        _ => None,
+    }
+}
+
 /// The path of the OpenAI chat-completions endpoint, appended to the source's base URL.
 ///
 /// # Example
@@ -187,6 +221,32 @@ impl ChatBody {
         field: &'static str,
         json: &str,
     ) -> Result<Vec<String>, JsonFieldError> {
+        self.merge(field, json, &[])
+    }
+
+    /// [`ChatBody::merge_object`] for the client's overlay: the [`CONVENTION_KEYS`] are
+    /// skipped too (and returned with the protected ones), so the body keeps what the
+    /// provider and `EXTRA_BODY` set for them.
+    ///
+    /// # Example
+    /// ```
+    /// use polygateway_plugin_sdk::request::ChatBody;
+    ///
+    /// let mut body = ChatBody::new("m", Vec::new(), false);
+    /// let skipped = body.merge_overlay(r#"{"thinking":{"type":"adaptive"},"top_p":1}"#).unwrap();
+    /// assert_eq!(skipped, vec!["thinking".to_string()]);
+    /// assert_eq!((body.get("thinking"), body.get("top_p")), (None, Some("1")));
+    /// ```
+    pub fn merge_overlay(&mut self, json: &str) -> Result<Vec<String>, JsonFieldError> {
+        self.merge("overlay-json", json, &CONVENTION_KEYS)
+    }
+
+    fn merge(
+        &mut self,
+        field: &'static str,
+        json: &str,
+        also_skip: &[&str],
+    ) -> Result<Vec<String>, JsonFieldError> {
         if json.trim().is_empty() {
             return Ok(Vec::new());
         }
@@ -194,7 +254,7 @@ impl ChatBody {
             serde_json::from_str(json).map_err(|e| json_error(field, "a JSON object", &e))?;
         let mut skipped = Vec::new();
         for (key, value) in object {
-            if PROTECTED_KEYS.contains(&key.as_str()) {
+            if PROTECTED_KEYS.contains(&key.as_str()) || also_skip.contains(&key.as_str()) {
                 skipped.push(key);
             } else {
                 self.fields.insert(key, value);

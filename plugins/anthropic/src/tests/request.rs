@@ -432,7 +432,7 @@ fn other_openai_parameters() {
     let overlay = r#"{"stop":"END","user":"u-1","n":1,"seed":3,"frequency_penalty":1,
         "presence_penalty":1,"logprobs":true,"top_logprobs":1,"response_format":{"type":"json_object"},
         "logit_bias":{},"stream_options":{"include_usage":true},"store":true,"reasoning_effort":"high",
-        "service_tier":"flex","metadata":{"k":"v"},"thinking":{"type":"enabled"},"model":"x","messages":[],"stream":true}"#;
+        "service_tier":"flex","metadata":{"k":"v"},"model":"x","messages":[],"stream":true}"#;
     assert_eq!(
         body(chat(HELLO, overlay), source()),
         concat!(
@@ -561,4 +561,79 @@ fn malformed_input_is_named() {
         build(chat(system_image, "{}"), source()),
         Err(BuildError::Unsupported(_))
     ));
+}
+
+#[test]
+fn the_clients_thinking_overrides_the_sources() {
+    let with = |overlay: &str, src| {
+        let v = body_json(chat(HELLO, overlay), src);
+        (
+            v["thinking"].clone(),
+            v["max_tokens"].clone(),
+            v["temperature"].clone(),
+        )
+    };
+    // Enabled with the client's budget on a source without thinking (and its sampling rules).
+    assert_eq!(
+        with(
+            r#"{"thinking":{"type":"enabled","budget_tokens":2048},"max_tokens":4000,"temperature":0.2}"#,
+            source()
+        ),
+        (
+            json!({"type": "enabled", "budget_tokens": 2048}),
+            json!(4000),
+            json!(null)
+        )
+    );
+    // Disabled on a thinking source: no thinking, the temperature kept.
+    assert_eq!(
+        with(
+            r#"{"thinking":{"type":"disabled"},"temperature":0.2}"#,
+            thinking_source(Some(5000))
+        ),
+        (json!(null), json!(4096), json!(0.2))
+    );
+    // DeepSeek's spelling, without a budget: the source's.
+    assert_eq!(
+        with(
+            r#"{"thinking":{"type":"enabled"}}"#,
+            thinking_source(Some(3000))
+        )
+        .0,
+        json!({"type": "enabled", "budget_tokens": 3000})
+    );
+    // Adaptive as given.
+    assert_eq!(
+        with(r#"{"thinking":{"type":"adaptive"}}"#, source()).0,
+        json!({"type": "adaptive"})
+    );
+    assert_eq!(
+        build(
+            chat(
+                HELLO,
+                r#"{"thinking":{"type":"enabled","budget_tokens":100}}"#
+            ),
+            source()
+        )
+        .unwrap_err(),
+        BuildError::InvalidRequest(
+            "overlay-json: thinking.budget_tokens: 100 is below anthropic's minimum of 1024".into()
+        )
+    );
+    assert!(matches!(
+        build(chat(HELLO, r#"{"thinking":"on"}"#), source()),
+        Err(BuildError::InvalidRequest(m)) if m.starts_with("overlay-json: thinking: expected")
+    ));
+}
+
+#[test]
+fn a_tool_results_error_flag_reaches_the_block() {
+    let messages = r#"[{"role":"user","content":"go"},
+        {"role":"assistant","content":null,"tool_calls":[{"id":"toolu_1","type":"function","function":{"name":"f","arguments":"{}"}}]},
+        {"role":"tool","tool_call_id":"toolu_1","content":"boom","is_error":true}]"#;
+    let v = body_json(chat(messages, "{}"), source());
+    assert_eq!(
+        v["messages"][2]["content"][0],
+        json!({"type": "tool_result", "tool_use_id": "toolu_1", "content": "boom", "is_error": true})
+    );
 }
