@@ -9,6 +9,7 @@ mod bench_floor;
 mod build_target;
 mod cache;
 mod cancelled;
+mod claude_code;
 mod common;
 mod conformance;
 mod contract_0_1;

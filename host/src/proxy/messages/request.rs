@@ -337,19 +337,40 @@ fn turn_messages(turn: Value, i: usize, out: &mut Vec<Value>) -> Result<(), Gate
     };
     match role_name(&role, &at)? {
         "user" => user_turn(blocks, &at, out),
+        "system" => system_turn(blocks, &at, out),
         _ => assistant_turn(blocks, &at, out),
     }
 }
 
+/// A turn's role: `user`, `assistant`, or `system` (an instruction in the middle of the
+/// conversation, Anthropic's `mid-conversation-system` beta, which Claude Code sends).
 fn role_name(role: &str, at: &str) -> Result<&'static str, GatewayError> {
     match role {
         "user" => Ok("user"),
         "assistant" => Ok("assistant"),
+        "system" => Ok("system"),
         other => Err(invalid(
             format!("{at}.role"),
-            format!("`{at}.role` must be `user` or `assistant`, got `{other}`"),
+            format!("`{at}.role` must be `user`, `assistant` or `system`, got `{other}`"),
         )),
     }
+}
+
+/// A system turn in the conversation: its text blocks as one system message in place.
+fn system_turn(blocks: Vec<Value>, at: &str, out: &mut Vec<Value>) -> Result<(), GatewayError> {
+    let mut parts = Vec::with_capacity(blocks.len());
+    for (j, b) in blocks.into_iter().enumerate() {
+        let at = format!("{at}.content[{j}]");
+        let mut b = object(b, &at)?;
+        match block_type(&b, &at)?.as_str() {
+            "text" => parts.push(text_part(&mut b, &at)?),
+            other => return Err(unsupported_block(&at, other, "system")),
+        }
+    }
+    if !parts.is_empty() {
+        out.push(json!({"role": "system", "content": content_value(parts)}));
+    }
+    Ok(())
 }
 
 fn unsupported_block(at: &str, ty: &str, role: &str) -> GatewayError {
