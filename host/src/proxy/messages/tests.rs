@@ -283,7 +283,7 @@ fn field_errors_name_the_field() {
     assert_eq!(
         param(with(
             "messages",
-            json!([{"role": "system", "content": "x"}])
+            json!([{"role": "tool", "content": "x"}])
         ))
         .as_deref(),
         Some("messages[0].role")
