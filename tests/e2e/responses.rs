@@ -5,8 +5,7 @@
 //! calling round trip; DeepSeek reasoning handed back across two turns, and an Anthropic
 //! signature handed back byte-exact through `encrypted_content`; the SDK's `RateLimitError`;
 //! a cut stream ending with `response.failed`; the stateful fields refused by name; the
-//! ledger's `ingress`; and the Vercel AI SDK's default `openai(model)` (skipped when node or
-//! npm is missing).
+//! ledger's `ingress`; and the Vercel AI SDK's default `openai(model)` (`tests/node`).
 
 use polygateway_tests::{MockUpstream, eventually, hits, mock, run_python, script, telemetry_rows};
 use serde_json::{Value, json};
@@ -404,59 +403,27 @@ async fn stateful_fields_and_built_in_tools_are_refused_by_name() {
     assert_eq!(hits(&m, sc).await.len(), 1);
 }
 
-/// `name` on `PATH`, if any.
-fn on_path(name: &str) -> Option<std::path::PathBuf> {
-    std::env::split_paths(&std::env::var_os("PATH")?)
-        .map(|dir| dir.join(name))
-        .find(|p| p.is_file())
-}
-
 /// The Vercel AI SDK's default `openai(model)` (the Responses API) with `generateText` and
-/// `streamText` (`tests/fixtures/responses/ai_sdk.mjs`, with `ai` and `@ai-sdk/openai` installed
-/// by npm into a temporary directory). Skipped, saying so, when node or npm is not installed.
+/// `streamText` (`tests/node/ai_sdk.mjs`, with the `ai` and `@ai-sdk/openai` that
+/// `tests/node/package-lock.json` pins, installed by `.ci/run`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_vercel_ai_sdk_generates_and_streams_text() {
-    let (Some(node), Some(npm)) = (on_path("node"), on_path("npm")) else {
-        eprintln!(
-            "SKIPPED the_vercel_ai_sdk_generates_and_streams_text: node or npm is not installed"
-        );
-        return;
-    };
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::copy(
-        polygateway_tests::fixture("responses/ai_sdk.mjs"),
-        dir.path().join("ai_sdk.mjs"),
-    )
-    .unwrap();
-    let install = tokio::process::Command::new(&npm)
-        .args([
-            "install",
-            "--no-audit",
-            "--no-fund",
-            "--loglevel=error",
-            "ai@6.0.326",
-            "@ai-sdk/openai@3.0.141",
-        ])
-        .current_dir(dir.path())
-        .output()
-        .await
-        .expect("run npm");
+    let dir = polygateway_tests::repo_root().join("tests/node");
     assert!(
-        install.status.success(),
-        "npm install failed: {}",
-        String::from_utf8_lossy(&install.stderr)
+        dir.join("node_modules/ai").is_dir(),
+        "{}/node_modules not found: run `.ci/run` (or `npm ci --prefix tests/node`)",
+        dir.display()
     );
-
     let m = mock().await;
     let sc = "resp-ai-sdk";
     script(&m, sc, json!({"then": {"content": ANSWER}})).await;
     let mut env = source(&m, "openai", 1, sc, "gpt-test");
     no_cache(&mut env);
     let gw = gateway(env).await;
-    let run = tokio::process::Command::new(&node)
+    let run = tokio::process::Command::new("node")
         .arg("ai_sdk.mjs")
         .args([&gw.base_url, "llm"])
-        .current_dir(dir.path())
+        .current_dir(&dir)
         .output()
         .await
         .expect("run node");
