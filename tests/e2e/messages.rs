@@ -482,3 +482,54 @@ async fn an_openai_client_and_an_anthropic_client_share_a_cache_entry() {
     );
     assert_eq!(hits(&m, "msg-cache").await.len(), 1);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_cut_after_tokens_ends_with_an_error_event() {
+    let m = mock().await;
+    script(
+        &m,
+        "msg-cut",
+        json!({"then": {"content": "one two three four five six", "cut_after_chunks": 3, "inter_chunk_delay_ms": 30}}),
+    )
+    .await;
+    let gw = gateway(source(&m, "openai", 1, "msg-cut", "gpt-x")).await;
+    let (status, _, body) = post(
+        &gw.base_url,
+        "/v1/messages",
+        &[],
+        &json!({"model": "llm", "max_tokens": 64, "stream": true,
+                "messages": [{"role": "user", "content": "count"}]}),
+    )
+    .await;
+    assert_eq!(status, 200);
+    let events: Vec<&str> = body
+        .split("\n\n")
+        .filter_map(|e| e.lines().next()?.strip_prefix("event: "))
+        .collect();
+    // The text that reached the client, then the error: never a message_stop, so the SDKs
+    // raise instead of returning a truncated message as whole.
+    assert_eq!(
+        events,
+        [
+            "message_start",
+            "content_block_start",
+            "ping",
+            "content_block_delta",
+            "content_block_delta",
+            "content_block_delta",
+            "error"
+        ],
+        "{body}"
+    );
+    let last = body.trim_end().lines().last().unwrap();
+    let err: Value = serde_json::from_str(last.strip_prefix("data: ").unwrap()).unwrap();
+    assert_eq!(err["type"], "error");
+    assert_eq!(err["error"]["type"], "api_error");
+    assert!(
+        err["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("interrupted"),
+        "{err}"
+    );
+}
