@@ -281,11 +281,7 @@ fn field_errors_name_the_field() {
         Some("frequency_penalty")
     );
     assert_eq!(
-        param(with(
-            "messages",
-            json!([{"role": "tool", "content": "x"}])
-        ))
-        .as_deref(),
+        param(with("messages", json!([{"role": "tool", "content": "x"}]))).as_deref(),
         Some("messages[0].role")
     );
     assert_eq!(
