@@ -68,6 +68,10 @@ async fn claude_code_answers_from_the_mock() {
     // The OpenAI-compatible provider has no thinking switch: Claude Code's `thinking` is
     // not passed on.
     assert_eq!(main["body"].get("thinking"), None);
+    // Claude Code's prompt-cache breakpoints are Anthropic's: OpenAI refuses unknown message
+    // properties, so none reaches this source.
+    let body_text = main["body"].to_string();
+    assert!(!body_text.contains("cache_control"), "{body_text}");
     assert_eq!(main["body"]["messages"][0]["role"], "system");
     let asked = main["body"]["messages"].to_string();
     assert!(asked.contains("Say hello"), "{asked}");

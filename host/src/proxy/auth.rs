@@ -1,6 +1,7 @@
-//! Client authentication: with `PGW_API_KEYS` set, `Authorization: Bearer <key>` — or, when
-//! there is no `Authorization` header, `x-api-key: <key>`, the header Anthropic's clients send
-//! — compared in constant time; with none, only loopback peers are served.
+//! Client authentication: with `PGW_API_KEYS` set, `Authorization: Bearer <key>` or
+//! `x-api-key: <key>` (the header Anthropic's clients send; either may match), compared in
+//! constant time; with none, only loopback peers are served. The admin endpoint checks its
+//! own keys the same way.
 
 use std::net::SocketAddr;
 
@@ -29,32 +30,31 @@ pub(crate) fn check(
             Err(AuthError::NotLoopback)
         };
     }
-    let token = match (
-        headers.get(axum::http::header::AUTHORIZATION),
-        headers.get("x-api-key"),
-    ) {
-        (Some(value), _) => value
-            .to_str()
-            .ok()
-            .and_then(|v| {
-                v.strip_prefix("Bearer ")
-                    .or_else(|| v.strip_prefix("bearer "))
-            })
-            .ok_or(AuthError::Unauthorized(
-                "Authorization must be `Bearer <key>`",
-            ))?,
-        (None, Some(value)) => value
-            .to_str()
-            .map_err(|_| AuthError::Unauthorized("x-api-key must be visible ASCII"))?,
-        (None, None) => {
-            return Err(AuthError::Unauthorized(
-                "missing Authorization (or x-api-key) header",
-            ));
-        }
-    };
+    let bearer = headers.get(axum::http::header::AUTHORIZATION).map(|value| {
+        value.to_str().ok().and_then(|v| {
+            v.strip_prefix("Bearer ")
+                .or_else(|| v.strip_prefix("bearer "))
+        })
+    });
+    let api_key = headers.get("x-api-key").map(|v| v.to_str().ok());
+    // Either header may carry the key (a client may send both: a stray bearer token of its
+    // own and the gateway's key in `x-api-key`); one that matches is enough.
+    let candidates: Vec<&str> = [bearer.flatten(), api_key.flatten()]
+        .into_iter()
+        .flatten()
+        .collect();
+    if candidates.is_empty() {
+        return Err(match (bearer, api_key) {
+            (None, None) => AuthError::Unauthorized("missing Authorization (or x-api-key) header"),
+            (Some(_), _) => AuthError::Unauthorized("Authorization must be `Bearer <key>`"),
+            (None, Some(_)) => AuthError::Unauthorized("x-api-key must be visible ASCII"),
+        });
+    }
     let mut ok = subtle::Choice::from(0u8);
-    for k in keys {
-        ok |= k.as_bytes().ct_eq(token.trim().as_bytes());
+    for token in candidates {
+        for k in keys {
+            ok |= k.as_bytes().ct_eq(token.trim().as_bytes());
+        }
     }
     if bool::from(ok) {
         Ok(())
@@ -73,5 +73,44 @@ impl AuthError {
                 "no PGW_API_KEYS configured: only loopback clients are served".to_string(),
             ),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check_with(headers: &[(&'static str, &str)]) -> Result<(), &'static str> {
+        let mut h = HeaderMap::new();
+        for (k, v) in headers {
+            h.insert(*k, v.parse().unwrap());
+        }
+        let peer: SocketAddr = "10.0.0.1:5".parse().unwrap();
+        check(&["k1".to_string()], &h, peer).map_err(|e| match e {
+            AuthError::Unauthorized(m) => m,
+            AuthError::NotLoopback => "not loopback",
+        })
+    }
+
+    #[test]
+    fn either_header_may_carry_the_key() {
+        assert_eq!(check_with(&[("authorization", "Bearer k1")]), Ok(()));
+        assert_eq!(check_with(&[("x-api-key", "k1")]), Ok(()));
+        assert_eq!(
+            check_with(&[("authorization", "Bearer other"), ("x-api-key", "k1")]),
+            Ok(())
+        );
+        assert_eq!(
+            check_with(&[("authorization", "Bearer other"), ("x-api-key", "k2")]),
+            Err("invalid API key")
+        );
+        assert_eq!(
+            check_with(&[]),
+            Err("missing Authorization (or x-api-key) header")
+        );
+        assert_eq!(
+            check_with(&[("authorization", "Basic k1")]),
+            Err("Authorization must be `Bearer <key>`")
+        );
     }
 }

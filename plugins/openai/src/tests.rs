@@ -97,3 +97,43 @@ fn golden_transcripts() {
     }
     assert_eq!(ran, 2);
 }
+
+/// What other dialects' clients put on messages (Claude Code: `cache_control` everywhere) never
+/// reaches OpenAI, which refuses unknown message properties; the client's `thinking` neither.
+#[test]
+fn the_contracts_extensions_and_thinking_stay_out_of_the_body() {
+    let req = ChatRequest {
+        messages_json: json!([
+            {"role": "system", "content": [{"type": "text", "text": "Be brief.", "cache_control": {"type": "ephemeral"}}]},
+            {"role": "assistant", "content": "ok", "reasoning_content": "hm",
+             "reasoning_details": [{"type": "reasoning.text", "text": "hm", "signature": "s",
+                                    "format": "anthropic-claude-v1", "index": 0}],
+             "tool_calls": [{"id": "t1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]},
+            {"role": "tool", "tool_call_id": "t1", "content": "boom", "is_error": true},
+        ])
+        .to_string(),
+        overlay_json: json!({
+            "thinking": {"type": "adaptive"},
+            "tools": [{"type": "function", "function": {"name": "f", "parameters": {}},
+                       "cache_control": {"type": "ephemeral"}}],
+        })
+        .to_string(),
+        stream: false,
+        prefill: None,
+    };
+    let http = <OpenAi as Guest>::build_request(req, source(None)).unwrap();
+    let body: Value = serde_json::from_slice(&http.body).unwrap();
+    assert_eq!(
+        body,
+        json!({
+            "model": "gpt-4o-mini", "stream": false,
+            "messages": [
+                {"role": "system", "content": [{"type": "text", "text": "Be brief."}]},
+                {"role": "assistant", "content": "ok",
+                 "tool_calls": [{"id": "t1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]},
+                {"role": "tool", "tool_call_id": "t1", "content": "boom"},
+            ],
+            "tools": [{"type": "function", "function": {"name": "f", "parameters": {}}}],
+        })
+    );
+}

@@ -9,8 +9,8 @@ use crate::{
     ArchiveFetch, BuildError, CONTRACT_VERSION, Capabilities, ChatRequest, ChatStreamParser,
     ClassifiedError, Delta, EmbeddingGuest, EmbeddingInputs, EmbeddingRequest, EmbeddingResponse,
     ErrorClass, Guest, GuestStreamParser, Header, HttpRequest, ImageInfo, LayoutDocument, OcrGuest,
-    OcrOperation, PluginInfo, SourceInfo, SseEvent, UploadRequest, classify_http_error,
-    openai_embedding_request, parse_chat_response, parse_openai_embeddings,
+    OcrOperation, PluginInfo, SourceInfo, SseEvent, ThinkingStyle, UploadRequest,
+    classify_http_error, openai_embedding_request, parse_chat_response, parse_openai_embeddings,
 };
 
 /// An OpenAI-compatible provider. Every method has a default that speaks plain OpenAI chat
@@ -116,6 +116,18 @@ pub trait Provider: 'static {
     /// `const EMBEDDING_TOKEN_INPUT: bool = true;`
     const EMBEDDING_TOKEN_INPUT: bool = false;
 
+    /// Whether the body keeps the contract's message extensions (`wit/types.wit`):
+    /// `reasoning_details` on assistant messages, `cache_control` on content parts and
+    /// tools, `is_error` on tool messages. Off by default: OpenAI's API refuses unknown message
+    /// properties, and a client of another dialect (Claude Code puts `cache_control` on every
+    /// request) must not make every turn a 400. An API that reads them (OpenRouter) sets it.
+    /// `reasoning_content` is kept when `CAPABILITIES.thinking` is not `none` (DeepSeek's and
+    /// Qwen's own field) and removed otherwise.
+    ///
+    /// # Example
+    /// `const MESSAGE_EXTENSIONS: bool = true;`
+    const MESSAGE_EXTENSIONS: bool = false;
+
     /// `describe`: name, [`CONTRACT_VERSION`] and capabilities.
     ///
     /// # Example
@@ -178,7 +190,8 @@ pub trait Provider: 'static {
     /// [`Provider::add_body_fields`], then `source.extra-body-json`, then `req.overlay-json`
     /// (later wins; protected keys are never overridden, and the overlay's convention keys —
     /// `thinking` — are left to `add_body_fields`, see
-    /// [`crate::request::CONVENTION_KEYS`]), then `max_tokens` from
+    /// [`crate::request::CONVENTION_KEYS`]); the message extensions the provider does not
+    /// keep are removed ([`Provider::MESSAGE_EXTENSIONS`]); then `max_tokens` from
     /// `source.max-tokens` when none of those set `max_tokens` or `max_completion_tokens`.
     /// Bearer auth.
     ///
@@ -215,6 +228,13 @@ pub trait Provider: 'static {
         }
         let invalid = |e: crate::request::JsonFieldError| BuildError::InvalidRequest(e.to_string());
         let mut messages = parse_messages(&req.messages_json).map_err(invalid)?;
+        let keep = crate::request::Extensions {
+            gateway: Self::MESSAGE_EXTENSIONS,
+            reasoning_content: Self::CAPABILITIES.thinking != ThinkingStyle::None,
+        };
+        for m in &mut messages {
+            crate::request::strip_extensions(m, keep);
+        }
         if let Some(text) = &req.prefill {
             messages.push(Self::prefill(text)?);
         }
@@ -223,6 +243,13 @@ pub trait Provider: 'static {
         body.merge_object("extra-body-json", &source.extra_body_json)
             .map_err(|e| BuildError::Unsupported(e.to_string()))?;
         body.merge_overlay(&req.overlay_json).map_err(invalid)?;
+        if !Self::MESSAGE_EXTENSIONS
+            && let Some(tools) = body
+                .get("tools")
+                .and_then(crate::request::tools_without_cache_control)
+        {
+            body.insert("tools", &tools);
+        }
         // `MAX_TOKENS` is the source's default cap: only when neither the client nor
         // `EXTRA_BODY` set one (OpenAI refuses both spellings at once).
         if let Some(cap) = source.max_tokens

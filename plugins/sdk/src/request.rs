@@ -54,6 +54,75 @@ pub fn client_thinking(overlay_json: &str) -> Option<bool> {
     }
 }
 
+/// Which of the contract's message extensions (`wit/types.wit`) a body keeps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Extensions {
+    /// `reasoning_details` on assistant messages, `cache_control` on content parts and tools,
+    /// `is_error` on tool messages (an API that reads them: OpenRouter).
+    pub gateway: bool,
+    /// `reasoning_content` on assistant messages (DeepSeek's and Qwen's spelling).
+    pub reasoning_content: bool,
+}
+
+/// Remove the extensions `keep` does not keep from one message, in place. A message without
+/// any of them is returned untouched (its bytes verbatim); one with them is rewritten.
+///
+/// # Example
+/// ```
+/// use polygateway_plugin_sdk::request::{Extensions, parse_messages, strip_extensions};
+///
+/// let mut msgs = parse_messages(r#"[{"role":"user","content":[{"type":"text","text":"hi","cache_control":{"type":"ephemeral"}}]},
+///     {"role":"tool","tool_call_id":"t","content":"boom","is_error":true}]"#).unwrap();
+/// let none = Extensions { gateway: false, reasoning_content: false };
+/// for m in &mut msgs { strip_extensions(m, none); }
+/// assert_eq!(msgs[0].get(), r#"{"content":[{"text":"hi","type":"text"}],"role":"user"}"#);
+/// assert_eq!(msgs[1].get(), r#"{"content":"boom","role":"tool","tool_call_id":"t"}"#);
+/// ```
+pub fn strip_extensions(message: &mut Box<RawValue>, keep: Extensions) {
+    let text = message.get();
+    let gateway = !keep.gateway
+        && (text.contains("\"cache_control\"")
+            || text.contains("\"reasoning_details\"")
+            || text.contains("\"is_error\""));
+    let reasoning = !keep.reasoning_content && text.contains("\"reasoning_content\"");
+    if !gateway && !reasoning {
+        return;
+    }
+    let Ok(Value::Object(mut m)) = serde_json::from_str::<Value>(text) else {
+        return;
+    };
+    if gateway {
+        m.remove("reasoning_details");
+        m.remove("is_error");
+        if let Some(Value::Array(parts)) = m.get_mut("content") {
+            for p in parts {
+                if let Value::Object(p) = p {
+                    p.remove("cache_control");
+                }
+            }
+        }
+    }
+    if reasoning {
+        m.remove("reasoning_content");
+    }
+    *message = raw(&Value::Object(m));
+}
+
+/// The overlay's `tools` without `cache_control` on each tool (an API without prompt-cache
+/// breakpoints), or `None` when there is nothing to remove.
+pub(crate) fn tools_without_cache_control(tools: &str) -> Option<Value> {
+    if !tools.contains("\"cache_control\"") {
+        return None;
+    }
+    let mut v: Value = serde_json::from_str(tools).ok()?;
+    for t in v.as_array_mut()? {
+        if let Value::Object(t) = t {
+            t.remove("cache_control");
+        }
+    }
+    Some(v)
+}
+
 /// The path of the OpenAI chat-completions endpoint, appended to the source's base URL.
 ///
 /// # Example

@@ -27,9 +27,12 @@ pub(crate) fn tool_use_id(call_id: &str, id: Option<&str>, index: u32) -> String
 
 /// The neutral finish reason as `stop_reason`: `stop` → `end_turn`, `length` → `max_tokens`,
 /// `tool_calls` → `tool_use`, `content_filter` → `refusal`; one of Anthropic's own
-/// (`pause_turn`, `stop_sequence`, …) as given; none or another → `end_turn`.
-pub(crate) fn stop_reason(finish: Option<&str>) -> &str {
+/// (`pause_turn`, `stop_sequence`, …) as given; none or another → `end_turn`. An answer with
+/// tool calls that says only `stop` (some OpenAI-compatible servers do) is `tool_use`: an
+/// agent loop runs the tools on that reason alone.
+pub(crate) fn stop_reason(finish: Option<&str>, has_tool_calls: bool) -> &str {
     match finish {
+        Some("stop") | None if has_tool_calls => "tool_use",
         Some("length") => "max_tokens",
         Some("tool_calls") => "tool_use",
         Some("content_filter") => "refusal",
@@ -103,7 +106,8 @@ fn reasoning_blocks(r: &ChatResponse) -> Vec<Block> {
 }
 
 /// A `tool_use` block: `input` is the arguments parsed; arguments that are not a JSON object
-/// (a model's broken output) are kept whole as `{"_raw": text}` rather than dropped.
+/// (a model's broken output) are kept whole as `{"_raw": text}` rather than dropped, and
+/// handed back upstream as that text (`request.rs`).
 pub(crate) fn tool_use_json(call_id: &str, t: &ToolCall) -> Value {
     let input = match serde_json::from_str::<Value>(&t.arguments) {
         Ok(v @ Value::Object(_)) => v,
@@ -140,7 +144,10 @@ pub(crate) fn message_body(r: &ChatResponse) -> Vec<u8> {
     m.insert("content".into(), Value::Array(content));
     m.insert(
         "stop_reason".into(),
-        Value::from(stop_reason(r.finish_reason.as_deref())),
+        Value::from(stop_reason(
+            r.finish_reason.as_deref(),
+            !r.tool_calls.is_empty(),
+        )),
     );
     m.insert("stop_sequence".into(), Value::Null);
     m.insert("usage".into(), usage_json(r.usage.as_ref()));

@@ -78,11 +78,17 @@ pub(crate) async fn count_tokens(
     if let Some(resp) = refusal::<Messages>(&state, &headers, peer) {
         return resp;
     }
-    errors::plain_error(
+    let mut resp = errors::plain_error(
         501,
         "not_supported_error",
         "count_tokens is not supported by this gateway: token counts depend on the source a call reaches; the usage of each answer is exact",
-    )
+    );
+    // The SDKs retry every 5xx unless told not to: a retry would only get the same answer.
+    resp.headers_mut().insert(
+        super::errors::SHOULD_RETRY,
+        axum::http::HeaderValue::from_static("false"),
+    );
+    resp
 }
 
 /// The Anthropic list of models (`GET /v1/models` with an `anthropic-version` header): one

@@ -215,7 +215,8 @@ fn system_message(system: Value) -> Result<Option<Value>, GatewayError> {
                     }
                 }
             }
-            Ok((!parts.is_empty()).then(|| json!({"role": "system", "content": parts})))
+            Ok((!parts.is_empty())
+                .then(|| json!({"role": "system", "content": content_value(parts)})))
         }
         _ => Err(invalid(
             "system",
@@ -270,7 +271,9 @@ fn carry_cache_control(
     }
 }
 
-/// A text block → `{"type": "text", "text", "cache_control"?}` (citations are not carried).
+/// A text block → `{"type": "text", "text", "cache_control"?}`. `citations` (Anthropic's
+/// answer-side annotations, which a client may hand back) have no neutral spelling: they are
+/// not carried, and the text is.
 fn text_part(b: &mut Map<String, Value>, at: &str) -> Result<Value, GatewayError> {
     let text = string_field(b, "text", at)?;
     let mut part = Map::new();
@@ -470,6 +473,16 @@ fn assistant_turn(blocks: Vec<Value>, at: &str, out: &mut Vec<Value>) -> Result<
                 let id = string_field(&mut b, "id", &at)?;
                 let name = string_field(&mut b, "name", &at)?;
                 let input = match b.remove("input") {
+                    // The gateway's wrapping of arguments that were not a JSON object
+                    // (`answer.rs`): the model's text goes back as it wrote it.
+                    Some(Value::Object(m))
+                        if m.len() == 1 && m.get("_raw").is_some_and(Value::is_string) =>
+                    {
+                        m.get("_raw")
+                            .and_then(Value::as_str)
+                            .unwrap_or_default()
+                            .to_string()
+                    }
                     Some(v @ Value::Object(_)) => v.to_string(),
                     _ => {
                         return Err(invalid(

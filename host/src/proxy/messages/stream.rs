@@ -15,6 +15,8 @@
 //! Text and thinking deltas — nearly every event of a stream — are written straight into the
 //! frame, without an intermediate JSON value.
 
+use std::io::Write;
+
 use serde_json::{Value, json};
 
 use super::answer::{message_id, stop_reason, tool_use_id, usage_json};
@@ -45,6 +47,10 @@ pub(crate) struct MessagesStream {
     open: Option<(usize, Open)>,
     /// The index the next block gets.
     next: usize,
+    /// Reasoning blocks that arrived while a `tool_use` block was open (a Gemini source
+    /// signs a function call right after it): written once that block closes, so one tool
+    /// call stays one block.
+    pending: Vec<Block>,
 }
 
 /// Append one SSE event: `event: <name>` and its data.
@@ -69,6 +75,7 @@ impl MessagesStream {
             pinged: false,
             open: None,
             next: 0,
+            pending: Vec::new(),
         }
     }
 
@@ -103,12 +110,26 @@ impl MessagesStream {
     }
 
     fn close(&mut self, out: &mut Vec<u8>) {
-        if let Some((index, _)) = self.open.take() {
+        if let Some((index, kind)) = self.open.take() {
             event(
                 out,
                 "content_block_stop",
                 &json!({"type": "content_block_stop", "index": index}),
             );
+            if let Open::Tool(_) = kind {
+                for b in std::mem::take(&mut self.pending) {
+                    self.reasoning_block(b, out);
+                }
+            }
+        }
+    }
+
+    /// A reasoning block now, or after the open `tool_use` block.
+    fn reasoning_or_defer(&mut self, b: Block, out: &mut Vec<u8>) {
+        if let Some((_, Open::Tool(_))) = self.open {
+            self.pending.push(b);
+        } else {
+            self.reasoning_block(b, out);
         }
     }
 
@@ -143,7 +164,8 @@ impl MessagesStream {
         out.extend_from_slice(
             b"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":",
         );
-        out.extend_from_slice(index.to_string().as_bytes());
+        // Writing into a Vec cannot fail.
+        let _ = write!(out, "{index}");
         out.extend_from_slice(b",\"delta\":{\"type\":\"");
         out.extend_from_slice(ty.as_bytes());
         out.extend_from_slice(b"\",\"");
@@ -166,7 +188,7 @@ impl MessagesStream {
             Block::Thinking { signature, .. } => {
                 let index = self.ensure(
                     Open::Thinking,
-                    || json!({"type": "thinking", "thinking": ""}),
+                    || json!({"type": "thinking", "thinking": "", "signature": ""}),
                     out,
                 );
                 Self::block_delta(
@@ -200,7 +222,7 @@ impl super::super::dialect::StreamEncoder for MessagesStream {
             Delta::Reasoning(t) if !t.is_empty() => {
                 let index = self.ensure(
                     Open::Thinking,
-                    || json!({"type": "thinking", "thinking": ""}),
+                    || json!({"type": "thinking", "thinking": "", "signature": ""}),
                     out,
                 );
                 Self::text_delta(out, index, "thinking_delta", "thinking", t);
@@ -208,12 +230,12 @@ impl super::super::dialect::StreamEncoder for MessagesStream {
             Delta::ReasoningSignature(s) => {
                 // The entry's text is not needed here: the block's text was streamed already.
                 if let Some(b) = signatures::block(&text_entry("", s, 0)) {
-                    self.reasoning_block(b, out);
+                    self.reasoning_or_defer(b, out);
                 }
             }
             Delta::ReasoningEncrypted(e) => {
                 if let Some(b) = signatures::block(&encrypted_entry(e, 0)) {
-                    self.reasoning_block(b, out);
+                    self.reasoning_or_defer(b, out);
                 }
             }
             Delta::ToolCall(t) => {
@@ -257,7 +279,7 @@ impl super::super::dialect::StreamEncoder for MessagesStream {
             "message_delta",
             &json!({
                 "type": "message_delta",
-                "delta": {"stop_reason": stop_reason(r.finish_reason.as_deref()), "stop_sequence": null},
+                "delta": {"stop_reason": stop_reason(r.finish_reason.as_deref(), !r.tool_calls.is_empty()), "stop_sequence": null},
                 "usage": usage_json(r.usage.as_ref()),
             }),
         );

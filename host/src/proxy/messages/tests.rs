@@ -173,6 +173,18 @@ fn round_trip(name: &str) {
                     assert_eq!(&ours["usage"]["output_tokens"], n, "{name}");
                 }
             }
+            // Ours starts a thinking block with `"signature": ""`, as the API does now (an
+            // unsigned source's block then still has the field its type requires); the
+            // documented example predates it.
+            "content_block_start" if ours["content_block"]["type"] == "thinking" => {
+                let mut ours = ours.clone();
+                assert_eq!(ours["content_block"]["signature"], "", "{name}");
+                ours["content_block"]
+                    .as_object_mut()
+                    .unwrap()
+                    .remove("signature");
+                assert_eq!(&ours, docs, "{name}: {n}");
+            }
             _ => assert_eq!(ours, docs, "{name}: {n}"),
         }
     }
@@ -399,4 +411,47 @@ fn claude_codes_extra_fields_are_accepted_and_a_format_is_a_response_format() {
     let bad = json!({"model": "llm", "max_tokens": 8, "messages": [{"role": "user", "content": "hi"}],
                      "output_config": {"effort": "extreme"}});
     assert_eq!(param(bad).as_deref(), Some("output_config.effort"));
+}
+
+#[test]
+fn a_signature_after_a_tool_call_leaves_the_call_one_block() {
+    let mut enc = MessagesStream::new(&start());
+    let mut out = Vec::new();
+    let call = |args: &str, first: bool| {
+        Delta::ToolCall(ToolCallDelta {
+            index: 0,
+            id: first.then(|| "call_1".to_string()),
+            name: first.then(|| "f".to_string()),
+            arguments: Some(args.into()),
+        })
+    };
+    enc.delta(&call("{\"a\":", true), &mut out);
+    enc.delta(
+        &Delta::ReasoningEncrypted(EncryptedReasoning {
+            data: "sig".into(),
+            id: Some("call_1".into()),
+            format: "google-gemini-v1".into(),
+        }),
+        &mut out,
+    );
+    enc.delta(&call("1}", false), &mut out);
+    let mut acc = Accumulator::default();
+    acc.apply(&call("{\"a\":1}", true));
+    acc.finish_reason = Some("stop".into());
+    enc.end(&response(&acc), &mut out);
+    let ev = events(std::str::from_utf8(&out).unwrap());
+    let starts: Vec<&Value> = ev
+        .iter()
+        .filter(|(n, _)| n == "content_block_start")
+        .map(|(_, d)| &d["content_block"]["type"])
+        .collect();
+    assert_eq!(starts, [&json!("tool_use"), &json!("redacted_thinking")]);
+    let args: String = ev
+        .iter()
+        .filter_map(|(_, d)| d["delta"]["partial_json"].as_str())
+        .collect();
+    assert_eq!(args, "{\"a\":1}");
+    let delta = &ev.iter().find(|(n, _)| n == "message_delta").unwrap().1;
+    // `stop` with a tool call is `tool_use`.
+    assert_eq!(delta["delta"]["stop_reason"], "tool_use");
 }

@@ -61,7 +61,7 @@ pub(crate) fn usage_json(u: Option<&TokenUsage>) -> Value {
         },
         "output_tokens": u.completion_tokens,
         "output_tokens_details": {"reasoning_tokens": u.reasoning_tokens.unwrap_or(0)},
-        "total_tokens": u.prompt_tokens + u.completion_tokens,
+        "total_tokens": u.prompt_tokens.saturating_add(u.completion_tokens),
     })
 }
 

@@ -89,6 +89,10 @@ pub(crate) struct ResponsesStream {
     block: String,
     /// Entries made so far (the next entry's `index`).
     entries: usize,
+    /// Entries that arrived while a `function_call` item was open (a Gemini source signs a
+    /// function call right after it): added once that call is done, so one call stays one
+    /// item.
+    pending: Vec<Value>,
 }
 
 /// The head of a text delta event (everything up to the delta's string).
@@ -124,6 +128,7 @@ impl ResponsesStream {
             output: Vec::new(),
             block: String::new(),
             entries: 0,
+            pending: Vec::new(),
         }
     }
 
@@ -359,11 +364,29 @@ impl ResponsesStream {
         });
     }
 
+    /// Add an entry (its `index` already taken) to the reasoning item, or hold it while a
+    /// function call is open.
     fn reasoning_entry(&mut self, out: &mut Vec<u8>, entry: Value) {
+        if let Some(Item::Function { .. }) = self.open {
+            self.pending.push(entry);
+            return;
+        }
         self.ensure_reasoning(out);
-        self.entries += 1;
         if let Some(Item::Reasoning { entries, .. }) = &mut self.open {
             entries.push(entry);
+        }
+    }
+
+    /// The held entries, now that the function call they followed is done.
+    fn flush_pending(&mut self, out: &mut Vec<u8>) {
+        if self.pending.is_empty() {
+            return;
+        }
+        if let Some(Item::Function { .. }) = self.open {
+            self.close(out, "completed");
+        }
+        for entry in std::mem::take(&mut self.pending) {
+            self.reasoning_entry(out, entry);
         }
     }
 
@@ -480,17 +503,29 @@ impl ResponsesStream {
 impl super::super::dialect::StreamEncoder for ResponsesStream {
     fn delta(&mut self, d: &Delta, out: &mut Vec<u8>) {
         self.begin(out);
+        let continues_call = match d {
+            Delta::ToolCall(t) => {
+                matches!(&self.open, Some(Item::Function { tool_index, .. }) if *tool_index == t.index)
+            }
+            Delta::ReasoningSignature(_) | Delta::ReasoningEncrypted(_) => true,
+            _ => false,
+        };
+        if !continues_call {
+            self.flush_pending(out);
+        }
         match d {
             Delta::Content(t) if !t.is_empty() => self.message_text(out, PartKind::Text, t),
             Delta::Refusal(t) if !t.is_empty() => self.message_text(out, PartKind::Refusal, t),
             Delta::Reasoning(t) if !t.is_empty() => self.reasoning_text(out, t),
             Delta::ReasoningSignature(s) => {
                 let entry = text_entry(&std::mem::take(&mut self.block), s, self.entries);
+                self.entries += 1;
                 self.reasoning_entry(out, entry);
             }
             Delta::ReasoningEncrypted(e) => {
                 self.block.clear();
                 let entry = encrypted_entry(e, self.entries);
+                self.entries += 1;
                 self.reasoning_entry(out, entry);
             }
             Delta::ToolCall(t) => self.tool_call(out, t),
@@ -508,6 +543,7 @@ impl super::super::dialect::StreamEncoder for ResponsesStream {
 
     fn end(&mut self, r: &ChatResponse, out: &mut Vec<u8>) {
         self.begin(out);
+        self.flush_pending(out);
         let (status, incomplete_details) = status(r.finish_reason.as_deref());
         let item_status = if status == "incomplete" {
             "incomplete"

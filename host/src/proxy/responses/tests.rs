@@ -891,3 +891,38 @@ fn interleaved_kinds_are_items_in_order_and_come_back_as_one_turn() {
         ]
     );
 }
+
+#[test]
+fn a_signature_after_a_function_call_leaves_the_call_one_item() {
+    let (_, echo) = parsed(json!({"model": "llm", "input": "go", "stream": true,
+        "tools": [{"type": "function", "name": "f", "parameters": {"type": "object"}}]}));
+    let encrypted = Delta::ReasoningEncrypted(crate::plugin::EncryptedReasoning {
+        data: "sig".into(),
+        id: Some("call_1".into()),
+        format: "google-gemini-v1".into(),
+    });
+    let deltas = [
+        tool(0, Some("call_1"), Some("f"), "{\"a\":"),
+        encrypted,
+        tool(0, None, None, "1}"),
+        Delta::Finish(FinishReason::ToolCalls),
+    ];
+    let (sse, _) = stream(echo, &deltas);
+    let ev = events(&sse);
+    let added: Vec<&Value> = ev
+        .iter()
+        .filter(|(n, _)| n == "response.output_item.added")
+        .map(|(_, d)| &d["item"]["type"])
+        .collect();
+    assert_eq!(
+        added,
+        [&json!("function_call"), &json!("reasoning")],
+        "{sse}"
+    );
+    let done = &ev
+        .iter()
+        .find(|(n, _)| n == "response.function_call_arguments.done")
+        .unwrap()
+        .1;
+    assert_eq!(done["arguments"], "{\"a\":1}");
+}
