@@ -14,6 +14,7 @@ mod health;
 mod layers;
 mod messages;
 mod metrics;
+mod neutral;
 mod ocr;
 mod reload;
 mod responses;

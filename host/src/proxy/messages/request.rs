@@ -27,6 +27,7 @@ use serde_json::{Map, Value, json};
 use super::signatures;
 use crate::error::GatewayError;
 use crate::pipeline::{ChatRequest, Ingress};
+use crate::proxy::neutral::{body_object, content_value, refuse_unknown, take_model, take_stream};
 
 /// The top-level fields a Messages request may carry.
 const KNOWN_FIELDS: [&str; 14] = [
@@ -61,40 +62,15 @@ fn invalid(param: impl Into<String>, message: impl Into<String>) -> GatewayError
 /// Errors: invalid JSON, a missing or mistyped field, an unknown field, a block type the
 /// gateway cannot carry → `InvalidRequest` naming the field.
 pub(crate) fn parse(body: &[u8]) -> Result<ChatRequest, GatewayError> {
-    let value: Value = serde_json::from_slice(body).map_err(|e| GatewayError::InvalidRequest {
-        param: None,
-        message: format!("request body is not valid JSON: {e}"),
-    })?;
-    let Value::Object(mut map) = value else {
-        return Err(GatewayError::InvalidRequest {
-            param: None,
-            message: "request body must be a JSON object".into(),
-        });
-    };
-    if let Some(unknown) = map
-        .keys()
-        .find(|k| !KNOWN_FIELDS.contains(&k.as_str()) && !IGNORED_FIELDS.contains(&k.as_str()))
-    {
-        return Err(invalid(
-            unknown.as_str(),
-            format!("`{unknown}`: unknown or unsupported field"),
-        ));
-    }
-    let model = match map.remove("model") {
-        Some(Value::String(s)) if !s.is_empty() => s,
-        Some(_) => return Err(invalid("model", "`model` must be a non-empty string")),
-        None => return Err(invalid("model", "`model` is required")),
-    };
+    let mut map = body_object(body)?;
+    refuse_unknown(&map, &KNOWN_FIELDS, &IGNORED_FIELDS)?;
+    let model = take_model(&mut map)?;
     let max_tokens = match map.remove("max_tokens") {
         Some(v) if v.as_u64().is_some_and(|n| n >= 1) => v,
         Some(_) => return Err(invalid("max_tokens", "`max_tokens` must be an integer ≥ 1")),
         None => return Err(invalid("max_tokens", "`max_tokens` is required")),
     };
-    let stream = match map.remove("stream") {
-        None | Some(Value::Null) => false,
-        Some(Value::Bool(b)) => b,
-        Some(_) => return Err(invalid("stream", "`stream` must be a boolean")),
-    };
+    let stream = take_stream(&mut map)?;
     let mut messages = Vec::new();
     if let Some(system) = map.remove("system")
         && let Some(m) = system_message(system)?
@@ -399,19 +375,6 @@ fn user_turn(blocks: Vec<Value>, at: &str, out: &mut Vec<Value>) -> Result<(), G
         out.push(json!({"role": "user", "content": content_value(parts)}));
     }
     Ok(())
-}
-
-/// The content of a turn: one plain text block (no `cache_control`) is a string, as the
-/// OpenAI dialect sends it, so the two dialects asking the same thing build the same
-/// neutral request (and share a cache entry); anything else stays a list of parts.
-fn content_value(mut parts: Vec<Value>) -> Value {
-    if let [part] = parts.as_mut_slice()
-        && part.get("cache_control").is_none()
-        && let Some(Value::String(text)) = part.get_mut("text")
-    {
-        return Value::String(std::mem::take(text));
-    }
-    Value::Array(parts)
 }
 
 /// A `tool_result` block → `{"role": "tool", "tool_call_id", "content", "is_error"?}`.

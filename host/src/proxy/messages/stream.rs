@@ -12,8 +12,8 @@
 //! only known at the end: `message_start` carries `null` counts and `message_delta` the real
 //! ones (the SDKs take `message_delta`'s counts into the final message).
 //!
-//! Text and thinking deltas — nearly every event of a stream — are written straight into the
-//! frame, without an intermediate JSON value.
+//! Text, thinking and tool-argument deltas — nearly every event of a stream — are written
+//! straight into the frame, without an intermediate JSON value.
 
 use std::io::Write;
 
@@ -159,7 +159,7 @@ impl MessagesStream {
         index
     }
 
-    /// A `text_delta` or `thinking_delta`, written directly.
+    /// A `text_delta`, `thinking_delta` or `input_json_delta`, written directly.
     fn text_delta(out: &mut Vec<u8>, index: usize, ty: &str, key: &str, text: &str) {
         out.extend_from_slice(
             b"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":",
@@ -239,23 +239,19 @@ impl super::super::dialect::StreamEncoder for MessagesStream {
                 }
             }
             Delta::ToolCall(t) => {
-                let call_id = &self.call_id;
-                let id = tool_use_id(call_id, t.id.as_deref(), t.index);
-                let name = t.name.clone().unwrap_or_default();
                 let opening = self.open.map(|(_, k)| k) != Some(Open::Tool(t.index));
-                let index = self.ensure(
-                    Open::Tool(t.index),
-                    || json!({"type": "tool_use", "id": id, "name": name, "input": {}}),
-                    out,
-                );
+                // The block's head only when it opens: argument fragments are most of a tool
+                // call's deltas.
+                let block = opening.then(|| {
+                    json!({"type": "tool_use",
+                           "id": tool_use_id(&self.call_id, t.id.as_deref(), t.index),
+                           "name": t.name.as_deref().unwrap_or_default(), "input": {}})
+                });
+                let index = self.ensure(Open::Tool(t.index), || block.unwrap_or_default(), out);
                 // A new block's first delta is sent even when empty, as Anthropic's are.
                 let args = t.arguments.as_deref().unwrap_or_default();
                 if opening || !args.is_empty() {
-                    Self::block_delta(
-                        out,
-                        index,
-                        json!({"type": "input_json_delta", "partial_json": args}),
-                    );
+                    Self::text_delta(out, index, "input_json_delta", "partial_json", args);
                 }
             }
             Delta::Content(_)

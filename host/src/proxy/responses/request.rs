@@ -26,6 +26,7 @@ use super::Echo;
 use super::reasoning;
 use crate::error::GatewayError;
 use crate::pipeline::{ChatRequest, Ingress};
+use crate::proxy::neutral::{body_object, content_value, refuse_unknown, take_model, take_stream};
 
 /// The top-level fields a Responses request may carry (some only with a value the gateway
 /// can honour).
@@ -81,36 +82,14 @@ fn no_store(field: &str, what: &str) -> GatewayError {
 /// Errors: invalid JSON, a missing or mistyped field, an unknown field, a field or item that
 /// needs a response store or a built-in tool → `InvalidRequest` naming the field.
 pub(crate) fn parse(body: &[u8]) -> Result<(ChatRequest, Echo), GatewayError> {
-    let value: Value = serde_json::from_slice(body).map_err(|e| GatewayError::InvalidRequest {
-        param: None,
-        message: format!("request body is not valid JSON: {e}"),
-    })?;
-    let Value::Object(mut map) = value else {
-        return Err(GatewayError::InvalidRequest {
-            param: None,
-            message: "request body must be a JSON object".into(),
-        });
-    };
-    if let Some(unknown) = map.keys().find(|k| !KNOWN_FIELDS.contains(&k.as_str())) {
-        return Err(invalid(
-            unknown.as_str(),
-            format!("`{unknown}`: unknown or unsupported field"),
-        ));
-    }
+    let mut map = body_object(body)?;
+    refuse_unknown(&map, &KNOWN_FIELDS, &[])?;
     refuse_stateful(&mut map)?;
     for k in IGNORED_FIELDS {
         map.remove(k);
     }
-    let model = match map.remove("model") {
-        Some(Value::String(s)) if !s.is_empty() => s,
-        Some(_) => return Err(invalid("model", "`model` must be a non-empty string")),
-        None => return Err(invalid("model", "`model` is required")),
-    };
-    let stream = match map.remove("stream") {
-        None | Some(Value::Null) => false,
-        Some(Value::Bool(b)) => b,
-        Some(_) => return Err(invalid("stream", "`stream` must be a boolean")),
-    };
+    let model = take_model(&mut map)?;
+    let stream = take_stream(&mut map)?;
     match map.remove("stream_options") {
         None | Some(Value::Null) => {}
         // `include_obfuscation` only pads events against side channels: nothing to carry.
@@ -731,18 +710,6 @@ impl AssistantTurn {
         }
         out.push(Value::Object(m));
     }
-}
-
-/// The content of a message: one text part is a string, as a Chat client sends it, so the
-/// dialects asking the same thing build the same neutral request (and share a cache entry).
-fn content_value(mut parts: Vec<Value>) -> Value {
-    if let [part] = parts.as_mut_slice()
-        && part.get("type").and_then(Value::as_str) == Some("text")
-        && let Some(Value::String(text)) = part.get_mut("text")
-    {
-        return Value::String(std::mem::take(text));
-    }
-    Value::Array(parts)
 }
 
 fn item_type<'a>(m: &'a Map<String, Value>, at: &str) -> Result<&'a str, GatewayError> {
