@@ -125,6 +125,11 @@ pub struct CallRow {
     /// The client dialect of a chat call (`chat_completions`, `messages`, `responses`,
     /// `embedded`); `None` for embeddings and OCR calls.
     pub ingress: Option<&'static str>,
+    /// The virtual key that made the call (docs/keys.md); `None` for a static
+    /// `PGW_API_KEYS` key, an embedded call or no auth.
+    pub key_id: Option<Arc<str>>,
+    /// The team of that key, when it has one.
+    pub team_id: Option<Arc<str>>,
     /// Unix time in milliseconds.
     pub created_at_ms: i64,
 }
@@ -171,6 +176,8 @@ impl CallRow {
             tenant_id: None,
             meta: None,
             ingress: None,
+            key_id: None,
+            team_id: None,
             created_at_ms,
         }
     }

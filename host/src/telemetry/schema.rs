@@ -117,6 +117,8 @@ pub const COLUMNS: &[Column] = &[
     ),
     col("cache_write_tokens", T::Integer, "INTEGER", "BIGINT"),
     col("ingress", T::Text, "TEXT", "TEXT"),
+    col("key_id", T::Text, "TEXT", "TEXT"),
+    col("team_id", T::Text, "TEXT", "TEXT"),
 ];
 
 impl Column {
@@ -237,6 +239,8 @@ pub fn value<'a>(row: &'a CallRow, name: &str) -> SqlValue<'a> {
         "cached_prompt_tokens" => SqlValue::Integer(int(row.cached_prompt_tokens)),
         "cache_write_tokens" => SqlValue::Integer(int(row.cache_write_tokens)),
         "ingress" => SqlValue::Text(row.ingress),
+        "key_id" => SqlValue::Text(row.key_id.as_deref()),
+        "team_id" => SqlValue::Text(row.team_id.as_deref()),
         "reasoning_tokens" => SqlValue::Integer(int(row.reasoning_tokens)),
         "usage_source" => SqlValue::Text(Some(row.usage_source.as_str())),
         "latency_ms" => SqlValue::Integer(int(row.latency_ms)),
@@ -290,7 +294,7 @@ mod tests {
         assert!(lite.contains("    created_at INTEGER NOT NULL,\n    messages TEXT,"));
         assert_eq!(
             add_column_sql(SchemaBackend::Postgres, &COLUMNS[COLUMNS.len() - 1]),
-            "ALTER TABLE llm_calls ADD COLUMN ingress TEXT"
+            "ALTER TABLE llm_calls ADD COLUMN team_id TEXT"
         );
     }
 
