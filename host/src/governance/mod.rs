@@ -4,6 +4,7 @@
 
 mod backoff;
 pub mod breaker;
+pub mod budget;
 pub mod clock;
 #[cfg(test)]
 mod contract_tests;
