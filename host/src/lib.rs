@@ -20,6 +20,7 @@ pub mod error;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod governance;
+pub mod keys;
 pub mod mock;
 pub mod pipeline;
 pub mod plugin;

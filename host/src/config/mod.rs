@@ -14,6 +14,7 @@ mod cache;
 mod dotenv;
 mod env;
 mod governance;
+mod keys;
 mod limits;
 mod listener;
 mod plugins;
@@ -38,6 +39,10 @@ pub use governance::{
     DEFAULT_COOLDOWN, DEFAULT_FAIL_RATE, DEFAULT_FAIL_THRESHOLD, DEFAULT_MAX_COOLDOWN,
     DEFAULT_MIN_CALLS, DEFAULT_RATE_WINDOW, DEFAULT_SELECTOR, DEFAULT_STALL_WINDOW,
     GovernanceSettings, WaitPolicy,
+};
+pub use keys::{
+    DEFAULT_KEYS_REFRESH, KEYS_REFRESH_MS_RANGE, KeyHashSecret, KeysSettings,
+    MIN_KEY_HASH_SECRET_CHARS,
 };
 pub use limits::{DEFAULT_SSE_MAX_EVENT_BYTES, DEFAULT_UPSTREAM_MAX_BODY_BYTES, UpstreamLimits};
 pub use listener::{CorsOrigins, ListenerSettings};

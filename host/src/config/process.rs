@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use super::backends::StateBackends;
 use super::cache::CacheSettings;
+use super::keys::KeysSettings;
 use super::limits::UpstreamLimits;
 use super::listener::ListenerSettings;
 use super::problems::Problems;
@@ -42,6 +43,7 @@ pub(super) fn is_known(key: &str) -> bool {
     [
         KEYS,
         super::telemetry::KEYS,
+        super::keys::KEYS,
         super::backends::KEYS,
         super::limits::KEYS,
         super::plugins::KEYS,
@@ -70,6 +72,8 @@ pub struct ProcessSettings {
     pub log_json: bool,
     /// `PGW_TELEMETRY_*` and `PGW_PRICING_FILE`.
     pub telemetry: TelemetrySettings,
+    /// `PGW_VIRTUAL_KEYS`, `PGW_KEY_HASH_SECRET`, `PGW_KEYS_REFRESH_MS` (docs/keys.md).
+    pub keys: KeysSettings,
     /// Where the limiter and breaker state live (memory or Redis).
     pub backends: StateBackends,
     /// `PGW_PLUGIN_CACHE_DIR`: on-disk cache of compiled components; none = no disk cache.
@@ -103,6 +107,7 @@ impl std::fmt::Debug for ProcessSettings {
             .field("log_filter", &self.log_filter)
             .field("log_json", &self.log_json)
             .field("telemetry", &self.telemetry)
+            .field("keys", &self.keys)
             .field("backends", &self.backends)
             .field("plugin_cache_dir", &self.plugin_cache_dir)
             .field("plugin_timeout", &self.plugin_timeout)
@@ -129,6 +134,7 @@ pub(super) fn parse(vars: &Vars, problems: &mut Problems) -> Option<ProcessSetti
     let max_body_bytes = parse_max_body_bytes(vars, problems);
     let log_json = parse_log_json(vars, problems);
     let telemetry = super::telemetry::parse(vars, problems);
+    let keys = super::keys::parse(vars, problems, &telemetry.backend);
     let backends = super::backends::parse(vars, problems);
     let upstream_limits = super::limits::parse(vars, problems);
     let plugins = super::plugins::parse(vars, problems);
@@ -148,6 +154,7 @@ pub(super) fn parse(vars: &Vars, problems: &mut Problems) -> Option<ProcessSetti
             .to_string(),
         log_json,
         telemetry,
+        keys,
         backends,
         plugin_cache_dir: plugins.cache_dir,
         plugin_timeout: plugins.timeout,
@@ -211,6 +218,7 @@ fn other_keys(vars: &Vars) -> BTreeMap<String, String> {
                     | "PGW_ADMIN_KEYS"
                     | "PGW_MAX_BODY_BYTES"
                     | "PGW_LOG_FORMAT"
+                    | "PGW_KEY_HASH_SECRET"
             )
         })
         .map(|(_, key, value)| (key.to_string(), value.to_string()))
