@@ -130,6 +130,44 @@ pub enum GatewayError {
         source_name: String,
         message: String,
     },
+    /// The call's virtual key may not use this model: the alias is not among its scopes
+    /// (docs/keys.md). HTTP 403 `permission_error`, `param: "model"`.
+    #[error("API key {key_id} may not use model `{model}`")]
+    ModelNotAllowed { key_id: String, model: String },
+    /// A virtual key's or its team's own RPM, TPM or concurrency limit is full
+    /// (docs/keys.md#limits). HTTP 429 `rate_limit_exceeded`, code `key_rate_limited`, with
+    /// `Retry-After`.
+    #[error("{owner} rate limit reached ({gate}); retry after {retry_after_s} s")]
+    KeyRateLimited {
+        /// `key <id>` or `team <id>`.
+        owner: String,
+        /// `rpm`, `tpm` or `max_concurrency`.
+        gate: &'static str,
+        /// Seconds until the window has room (a concurrency slot: 1, a guess).
+        retry_after_s: f64,
+    },
+    /// A spend budget of the call's key or team cannot take this call's reservation (its
+    /// most it can cost) before the period resets (docs/budgets.md). HTTP 429
+    /// `budget_exceeded`, `x-should-retry: false`, `Retry-After` the seconds to the reset.
+    #[error(
+        "{owner} {period} budget exceeded: {total_usd:.6} of {limit_usd:.6} USD spent or reserved, and this call may cost up to {needed_usd:.6} USD{}",
+        match resets_at { Some(t) => format!("; it resets at {t}"), None => String::new() }
+    )]
+    BudgetExceeded {
+        /// `key <id>` or `team <id>`.
+        owner: String,
+        /// `daily`, `weekly`, `monthly` or `total`.
+        period: &'static str,
+        limit_usd: f64,
+        /// Spent plus reserved by calls in flight, this period.
+        total_usd: f64,
+        /// This call's reservation.
+        needed_usd: f64,
+        /// When the period resets, RFC 3339 UTC (`None` for a total budget).
+        resets_at: Option<String>,
+        /// Seconds until then (`None` for a total budget).
+        retry_after_s: Option<f64>,
+    },
     /// The gateway itself failed (a bug or an exhausted resource), not the upstream.
     #[error("internal error: {0}")]
     Internal(String),
@@ -155,7 +193,22 @@ impl GatewayError {
             GatewayError::ScopeUnavailable { .. } => "scope_unavailable",
             GatewayError::DeadlineExceeded { .. } => "deadline_exceeded",
             GatewayError::StreamInterrupted { .. } => "stream_interrupted",
+            GatewayError::ModelNotAllowed { .. } => "model_not_allowed",
+            GatewayError::KeyRateLimited { .. } => "key_rate_limited",
+            GatewayError::BudgetExceeded { .. } => "budget_exceeded",
             GatewayError::Internal(_) => "internal",
+        }
+    }
+
+    /// Seconds a client should wait before trying again, when the error knows (the
+    /// `Retry-After` header of every dialect): an unavailable scope's hint, a key's rate
+    /// window, a budget's reset.
+    pub fn retry_after_s(&self) -> Option<f64> {
+        match self {
+            GatewayError::ScopeUnavailable { retry_after_s, .. }
+            | GatewayError::KeyRateLimited { retry_after_s, .. } => Some(*retry_after_s),
+            GatewayError::BudgetExceeded { retry_after_s, .. } => *retry_after_s,
+            _ => None,
         }
     }
 }

@@ -29,17 +29,31 @@ fn pct(sorted: &[u64], q: f64) -> f64 {
 
 /// Run the load for `duration` against `url` (a chat-completions endpoint).
 pub async fn run(url: &str, stream: bool, concurrency: usize, duration: Duration) -> Stats {
-    run_counted(url, stream, concurrency, duration, None).await
+    run_counted(url, stream, concurrency, duration, None, None).await
 }
 
-/// Like [`run`], also adding each finished call to `done` as it ends (for progress reports).
+/// Like [`run`], each request sending `Authorization: Bearer <key>`.
+pub async fn run_with_key(
+    url: &str,
+    stream: bool,
+    concurrency: usize,
+    duration: Duration,
+    key: Option<&str>,
+) -> Stats {
+    run_counted(url, stream, concurrency, duration, None, key).await
+}
+
+/// Like [`run`], also adding each finished call to `done` as it ends (for progress reports),
+/// and sending `key` as the bearer token when given.
 pub async fn run_counted(
     url: &str,
     stream: bool,
     concurrency: usize,
     duration: Duration,
     done: Option<Arc<AtomicU64>>,
+    key: Option<&str>,
 ) -> Stats {
+    let auth = key.map(|k| format!("Bearer {k}"));
     let client = match reqwest::Client::builder()
         .tcp_nodelay(true)
         .no_proxy()
@@ -63,18 +77,21 @@ pub async fn run_counted(
         let body = body.clone();
         let url = url.to_string();
         let done = done.clone();
+        let auth = auth.clone();
         tasks.push(tokio::spawn(async move {
             let mut lat = Vec::new();
             let mut ttfb = Vec::new();
             let mut errors = 0usize;
             while Instant::now() < end {
                 let t = Instant::now();
-                let resp = client
+                let mut rb = client
                     .post(&url)
                     .header("content-type", "application/json")
-                    .body(body.clone())
-                    .send()
-                    .await;
+                    .body(body.clone());
+                if let Some(a) = &auth {
+                    rb = rb.header("authorization", a);
+                }
+                let resp = rb.send().await;
                 let Ok(mut resp) = resp else {
                     errors += 1;
                     continue;

@@ -121,6 +121,11 @@ pub struct Derived {
     /// one streamed call at concurrency 1: gateway CPU per call divided by that CPU with the
     /// plugin's measured wasm share replaced by its native cost (target ≤ 1.25).
     pub wasm_vs_native_end_to_end: Option<f64>,
+    /// CPU per call of the gateway serving a virtual key with budgets (key and team) and
+    /// per-key gates, relative to the default gateway serving a static key, non-streamed and
+    /// streamed at the high concurrency (issue target ≤ 1.10).
+    pub keyed_vs_static_cpu_non_stream: Option<f64>,
+    pub keyed_vs_static_cpu_stream: Option<f64>,
 }
 
 fn derive(rows: &[Row], chunks: usize, high: usize, micro: Option<&Micro>) -> Derived {
@@ -156,11 +161,26 @@ fn derive(rows: &[Row], chunks: usize, high: usize, micro: Option<&Micro>) -> De
                 .map(|(g, p)| g.stats.p50_us - p.stats.p50_us),
         ),
         cpu_per_chunk_us: per_chunk(cpu_us("stream", high), cpu_us("non-stream", high)),
+        keyed_vs_static_cpu_non_stream: keyed_ratio(
+            find("non-stream", high, "gateway-keyed"),
+            gw("non-stream", high),
+        ),
+        keyed_vs_static_cpu_stream: keyed_ratio(
+            find("stream", high, "gateway-keyed"),
+            gw("stream", high),
+        ),
         wasm_vs_native_end_to_end: micro.zip(cpu_us("stream", 1)).and_then(|(m, cpu)| {
             let native = cpu - m.attempt_wasm_ns / 1000.0 + m.attempt_native_ns / 1000.0;
             (native > 0.0).then(|| cpu / native)
         }),
     }
+}
+
+/// CPU per call of `keyed` over `base`.
+fn keyed_ratio(keyed: Option<&Row>, base: Option<&Row>) -> Option<f64> {
+    let k = keyed?.cpu_s_per_1k?;
+    let b = base?.cpu_s_per_1k?;
+    (b > 0.0).then(|| k / b)
 }
 
 fn machine() -> String {
@@ -177,6 +197,63 @@ fn machine() -> String {
         })
         .unwrap_or_else(|| "unknown CPU".into());
     format!("{cpus} CPUs, {model}")
+}
+
+/// The client key of the default gateway (a static `PGW_API_KEYS` key).
+const STATIC_KEY: &str = "sk-bench-static";
+/// The admin key of the gateway with virtual keys.
+const ADMIN_KEY: &str = "bench-admin-key";
+/// The price of the bench model: every row and every budget is priced.
+const PRICES: &str = r#"{"bench-model": {"input": 0.5, "output": 1.5}}"#;
+
+/// The gateway with virtual keys on: the default configuration plus the key store, and a
+/// key whose budget and limits are checked on every call (set high enough never to deny).
+fn keyed_env(upstream: &str, prices: &std::path::Path) -> Vec<(String, String)> {
+    let mut env = gateway_env(upstream, true);
+    env.retain(|(k, _)| k != "PGW_API_KEYS");
+    env.extend([
+        ("PGW_VIRTUAL_KEYS".into(), "true".into()),
+        (
+            "PGW_KEY_HASH_SECRET".into(),
+            "bench-hash-secret-0123456789abcdef0123".into(),
+        ),
+        ("PGW_ADMIN_KEYS".into(), ADMIN_KEY.into()),
+        ("PGW_PRICING_FILE".into(), prices.display().to_string()),
+    ]);
+    env
+}
+
+/// Create the benchmark's virtual key (a daily budget, a team with a monthly one, and
+/// every per-key gate on) and return its secret.
+async fn bench_key(base_url: &str) -> Result<String, String> {
+    let c = reqwest::Client::new();
+    let post = |path: &str, body: serde_json::Value| {
+        c.post(format!("{base_url}{path}"))
+            .bearer_auth(ADMIN_KEY)
+            .header("content-type", "application/json")
+            .body(body.to_string())
+            .send()
+    };
+    let team = serde_json::json!({"id": "bench", "name": "bench",
+        "budgets": [{"period": "monthly", "limit_usd": 1.0e9}],
+        "limits": {"rpm": 1_000_000_000u64, "tpm": 1_000_000_000_000u64, "max_concurrency": 100_000}});
+    let r = post("/admin/teams", team)
+        .await
+        .map_err(|e| e.to_string())?;
+    if !r.status().is_success() {
+        return Err(format!("creating the bench team: HTTP {}", r.status()));
+    }
+    let key = serde_json::json!({"name": "bench", "team_id": "bench",
+        "budgets": [{"period": "daily", "limit_usd": 1.0e9}],
+        "limits": {"rpm": 1_000_000_000u64, "tpm": 1_000_000_000_000u64, "max_concurrency": 100_000}});
+    let r = post("/admin/keys", key).await.map_err(|e| e.to_string())?;
+    let status = r.status();
+    let text = r.text().await.map_err(|e| e.to_string())?;
+    let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| e.to_string())?;
+    match v["secret"].as_str() {
+        Some(s) if status.is_success() => Ok(s.to_string()),
+        _ => Err(format!("creating the bench key: HTTP {status}")),
+    }
 }
 
 fn gateway_env(upstream: &str, governance: bool) -> Vec<(String, String)> {
@@ -196,6 +273,7 @@ fn gateway_env(upstream: &str, governance: bool) -> Vec<(String, String)> {
             ("LLM__OPENAI__1__TPM".into(), "1000000000000".into()),
             ("LLM__OPENAI__1__EST_TOKENS".into(), "64".into()),
             ("LLM__GLOBAL__MAX_CONCURRENCY".into(), "100000".into()),
+            ("PGW_API_KEYS".into(), STATIC_KEY.into()),
         ]);
     } else {
         env.push(("PGW_TELEMETRY_BACKEND".into(), "none".into()));
@@ -215,8 +293,15 @@ pub async fn run(opts: BenchOptions) -> Result<Report, String> {
         .base_url
         .trim_start_matches("http://")
         .to_string();
-    let gw_on = process::GatewayChild::start(&gateway_env(&upstream, true)).await?;
+    let prices_dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let prices = prices_dir.path().join("prices.json");
+    std::fs::write(&prices, PRICES).map_err(|e| e.to_string())?;
+    let mut on_env = gateway_env(&upstream, true);
+    on_env.push(("PGW_PRICING_FILE".into(), prices.display().to_string()));
+    let gw_on = process::GatewayChild::start(&on_env).await?;
     let gw_off = process::GatewayChild::start(&gateway_env(&upstream, false)).await?;
+    let gw_keyed = process::GatewayChild::start(&keyed_env(&upstream, &prices)).await?;
+    let vkey = bench_key(&gw_keyed.base_url).await?;
     let _ = writeln!(
         out,
         "polygateway bench: {} s per run, {} chunks per stream, concurrency 1 and {}",
@@ -232,13 +317,21 @@ pub async fn run(opts: BenchOptions) -> Result<Report, String> {
                 continue;
             }
             // Warm every path's connection pool first.
-            for url in [
-                format!("{upstream}/v1/chat/completions"),
-                format!("http://{pass_addr}/v1/chat/completions"),
-                format!("{}/v1/chat/completions", gw_on.base_url),
-                format!("{}/v1/chat/completions", gw_off.base_url),
+            for (url, key) in [
+                (format!("{upstream}/v1/chat/completions"), None),
+                (format!("http://{pass_addr}/v1/chat/completions"), None),
+                (
+                    format!("{}/v1/chat/completions", gw_on.base_url),
+                    Some(STATIC_KEY),
+                ),
+                (format!("{}/v1/chat/completions", gw_off.base_url), None),
+                (
+                    format!("{}/v1/chat/completions", gw_keyed.base_url),
+                    Some(vkey.as_str()),
+                ),
             ] {
-                let _ = load::run(&url, stream, conc, Duration::from_millis(300)).await;
+                let _ =
+                    load::run_with_key(&url, stream, conc, Duration::from_millis(300), key).await;
             }
             let direct = load::run(
                 &format!("{upstream}/v1/chat/completions"),
@@ -260,11 +353,12 @@ pub async fn run(opts: BenchOptions) -> Result<Report, String> {
                 .zip(cpu0)
                 .map(|(b, a)| (b - a) / pass.requests.max(1) as f64 * 1000.0);
             let cpu0 = gw_on.cpu_seconds();
-            let on = load::run(
+            let on = load::run_with_key(
                 &format!("{}/v1/chat/completions", gw_on.base_url),
                 stream,
                 conc,
                 opts.duration,
+                Some(STATIC_KEY),
             )
             .await;
             let cpu_on = gw_on
@@ -283,6 +377,19 @@ pub async fn run(opts: BenchOptions) -> Result<Report, String> {
                 .cpu_seconds()
                 .zip(cpu0)
                 .map(|(b, a)| (b - a) / off.requests.max(1) as f64 * 1000.0);
+            let cpu0 = gw_keyed.cpu_seconds();
+            let keyed = load::run_with_key(
+                &format!("{}/v1/chat/completions", gw_keyed.base_url),
+                stream,
+                conc,
+                opts.duration,
+                Some(&vkey),
+            )
+            .await;
+            let cpu_keyed = gw_keyed
+                .cpu_seconds()
+                .zip(cpu0)
+                .map(|(b, a)| (b - a) / keyed.requests.max(1) as f64 * 1000.0);
             let row = |path: &'static str, s: &Stats, cpu: Option<f64>| Row {
                 mode,
                 concurrency: conc,
@@ -299,6 +406,7 @@ pub async fn run(opts: BenchOptions) -> Result<Report, String> {
             rows.push(row("passthrough", &pass, cpu_pass));
             rows.push(row("gateway", &on, cpu_on));
             rows.push(row("gateway-off", &off, cpu_off));
+            rows.push(row("gateway-keyed", &keyed, cpu_keyed));
         }
     }
     let micro = match opts
@@ -325,6 +433,7 @@ pub async fn run(opts: BenchOptions) -> Result<Report, String> {
     };
     gw_on.stop().await;
     gw_off.stop().await;
+    gw_keyed.stop().await;
     pass_child.stop().await;
     print_table(&mut out, &report);
     let json = serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?;
@@ -445,6 +554,12 @@ fn print_table(out: &mut impl Write, r: &Report) {
         out,
         "  wasm provider path vs native, end to end (streamed call, c=1): {} (target ≤ 1.25×)",
         f(d.wasm_vs_native_end_to_end, "×")
+    );
+    let _ = writeln!(
+        out,
+        "  virtual key with budgets and per-key gates vs a static key, CPU per call at high concurrency: non-stream {}, stream {} (target ≤ 1.10×)",
+        f(d.keyed_vs_static_cpu_non_stream, "×"),
+        f(d.keyed_vs_static_cpu_stream, "×")
     );
 }
 

@@ -80,7 +80,7 @@ pub async fn run(opts: SoakOptions) -> Result<SoakReport, String> {
     let counter = done.clone();
     let (concurrency, duration) = (opts.concurrency, opts.duration);
     let load = tokio::spawn(async move {
-        load::run_counted(&url, true, concurrency, duration, Some(counter)).await
+        load::run_counted(&url, true, concurrency, duration, Some(counter), None).await
     });
     let started = Instant::now();
     let mut samples = Vec::new();

@@ -81,6 +81,11 @@ pub struct KeyInput<'a> {
     /// Tenant isolation: the call's `x-pgw-cache-namespace`, else the scope's
     /// `{SCOPE}__CACHE__NAMESPACE`, else the scope name.
     pub namespace: &'a str,
+    /// The partition of the call's virtual key (`team:<id>` or `key:<id>`, docs/keys.md):
+    /// set by the gateway from the authenticated key, never by a client, so no header can
+    /// reach another team's entries. `None` (a static key, an embedded call) leaves the key
+    /// material as it always was.
+    pub partition: Option<&'a str>,
     /// `x-pgw-cache-salt`; `Some("")` is a real salt, different from `None`.
     pub salt: Option<&'a str>,
     /// The sampling overlay (temperature, seed, tools, …); `null` values count as absent.
@@ -98,6 +103,9 @@ pub fn key_material(input: &KeyInput<'_>) -> Value {
         Value::Array(digest_messages(input.messages)),
     );
     m.insert("namespace".into(), Value::String(input.namespace.into()));
+    if let Some(p) = input.partition {
+        m.insert("partition".into(), Value::String(p.into()));
+    }
     if let Some(salt) = input.salt {
         m.insert("salt".into(), Value::String(salt.into()));
     }
@@ -138,11 +146,57 @@ mod tests {
                 fingerprint: &fp,
                 messages: &messages,
                 namespace: ns,
+                partition: None,
                 salt,
                 sampling: &sampling,
                 structured: None,
             },
         )
+    }
+
+    #[test]
+    fn a_partition_separates_keys_and_its_absence_keeps_the_old_ones() {
+        let fp = json!([{"model": "m"}]);
+        let messages = vec![json!({"role": "user", "content": "hi"})];
+        let sampling = Map::new();
+        let with = |partition| {
+            cache_key(
+                "pgw:",
+                &KeyInput {
+                    fingerprint: &fp,
+                    messages: &messages,
+                    namespace: "LLM",
+                    partition,
+                    salt: None,
+                    sampling: &sampling,
+                    structured: None,
+                },
+            )
+        };
+        let none = with(None);
+        assert_eq!(
+            none,
+            key(
+                &json!([{"role": "user", "content": "hi"}]),
+                &json!({}),
+                "LLM",
+                None
+            )
+        );
+        let a = with(Some("team:a"));
+        let b = with(Some("team:b"));
+        assert!(a != b && a != none && b != none);
+        // A client cannot forge a partition through the namespace: the two are separate
+        // fields of the key material.
+        assert_ne!(
+            with(Some("team:a")),
+            key(
+                &json!([{"role": "user", "content": "hi"}]),
+                &json!({}),
+                "team:a",
+                None
+            )
+        );
     }
 
     #[test]

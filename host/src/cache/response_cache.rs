@@ -72,6 +72,8 @@ pub struct CallKey<'a> {
     pub messages: &'a [Value],
     /// `x-pgw-cache-namespace`; `None` = the scope's namespace.
     pub namespace: Option<&'a str>,
+    /// The virtual key's partition (`team:<id>` / `key:<id>`); `None` for static keys.
+    pub partition: Option<&'a str>,
     /// `x-pgw-cache-salt`; `Some("")` is a real salt, different from `None`.
     pub salt: Option<&'a str>,
     /// The sampling overlay (temperature, seed, tools, …).
@@ -211,6 +213,7 @@ impl ResponseCache {
                 fingerprint: &s.fingerprint,
                 messages: call.messages,
                 namespace: call.namespace.unwrap_or(&s.namespace),
+                partition: call.partition,
                 salt: call.salt,
                 sampling: call.sampling,
                 structured: call.structured,
@@ -282,6 +285,7 @@ impl ResponseCache {
         input: EmbeddingKeyInput<'_>,
         dimensions: Option<u32>,
         namespace: Option<&str>,
+        partition: Option<&str>,
         salt: Option<&str>,
     ) -> Option<String> {
         let s = self.scopes.get(scope)?;
@@ -293,6 +297,9 @@ impl ResponseCache {
             EmbeddingKeyInput::Tokens(ids) => m.insert("input_tokens".into(), ids.into()),
         };
         m.insert("namespace".into(), namespace.unwrap_or(&s.namespace).into());
+        if let Some(p) = partition {
+            m.insert("partition".into(), p.into());
+        }
         if let Some(salt) = salt {
             m.insert("salt".into(), salt.into());
         }

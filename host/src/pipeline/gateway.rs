@@ -108,6 +108,11 @@ impl Gateway {
         })
     }
 
+    /// The virtual-key registry (`PGW_VIRTUAL_KEYS`), `None` when keys are off.
+    pub(crate) fn key_registry(&self) -> Option<Arc<crate::keys::KeyRegistry>> {
+        self.inner().tenancy.as_ref().map(|t| t.registry.clone())
+    }
+
     /// The current configuration and runtime; a call keeps the snapshot it started with.
     pub(crate) fn inner(&self) -> Arc<Inner> {
         self.shared.current.load_full()

@@ -29,6 +29,7 @@ mod sink;
 mod stack;
 mod structured;
 mod structured_layer;
+mod tenancy;
 mod upstream;
 
 pub use embed::{EmbeddingInput, EmbeddingRequest, EmbeddingResponse, EmbeddingUsage};

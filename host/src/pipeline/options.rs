@@ -28,4 +28,22 @@ pub struct CallOptions {
     pub cache_salt: Option<String>,
     /// `x-pgw-cache`: `bypass` or `no-store`.
     pub cache_mode: CacheMode,
+    /// The virtual key of the call (set by the proxy from the authenticated key, see
+    /// [`ChatRequest::principal`](super::ChatRequest::principal)).
+    pub principal: Option<std::sync::Arc<crate::keys::Principal>>,
+}
+
+impl CallOptions {
+    /// Attach the call's virtual key (`None`: a static key): its tenant replaces the
+    /// client's, which only narrows it (`<tenant>/<x-pgw-tenant-id>`), and its partition
+    /// keys the cache (docs/keys.md#identity).
+    pub fn identify(&mut self, principal: Option<std::sync::Arc<crate::keys::Principal>>) {
+        if let Some(p) = &principal {
+            self.tenant_id = Some(match &self.tenant_id {
+                Some(h) => format!("{}/{h}", p.tenant()),
+                None => p.tenant().to_string(),
+            });
+        }
+        self.principal = principal;
+    }
 }

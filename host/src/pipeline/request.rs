@@ -41,6 +41,11 @@ pub struct ChatRequest {
     /// The dialect the client spoke (the ledger's `ingress` column). Nothing else below the
     /// proxy reads it: the call, its cache key and its answer are the same whatever it is.
     pub ingress: Ingress,
+    /// The virtual key the call was made with (docs/keys.md), set by the proxy from the
+    /// authenticated key and never from the body or a header: its scopes, limits and budgets
+    /// apply, and its team partitions the cache and names the ledger's `key_id` / `team_id`.
+    /// `None` for a static key or an embedded call.
+    pub principal: Option<std::sync::Arc<crate::keys::Principal>>,
 }
 
 /// The client dialect a call arrived in (the `ingress` column of `llm_calls`).
@@ -176,6 +181,7 @@ impl ChatRequest {
             cache_mode: CacheMode::Default,
             structured_strategy: None,
             ingress: Ingress::Embedded,
+            principal: None,
         }
     }
 
@@ -271,6 +277,7 @@ impl ChatRequest {
             cache_mode: CacheMode::Default,
             structured_strategy: None,
             ingress: Ingress::ChatCompletions,
+            principal: None,
         };
         req.validate()?;
         Ok(req)

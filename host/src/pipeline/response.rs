@@ -91,6 +91,10 @@ pub struct ChatResponse {
     /// call. Only answers the ladder validated ever carry it (and only those are cached).
     #[serde(default)]
     pub structured: Option<serde_json::Value>,
+    /// Soft budget limits of the call's virtual key or team that this call crossed
+    /// (`x-pgw-budget-warning`, docs/budgets.md#soft-limits); never cached.
+    #[serde(skip)]
+    pub budget_warnings: Vec<String>,
 }
 
 /// Builds an answer from deltas: text is appended, tool-call fragments joined by index,

@@ -51,6 +51,10 @@ fn base(
     row.session_id = req.session_id.clone();
     row.tenant_id = req.tenant_id.clone();
     row.ingress = Some(req.ingress.as_str());
+    if let Some(p) = &req.principal {
+        row.key_id = Some(Arc::from(p.key.id.as_str()));
+        row.team_id = p.team.as_ref().map(|t| Arc::from(t.id.as_str()));
+    }
     row.meta = req
         .meta
         .as_ref()

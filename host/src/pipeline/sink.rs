@@ -46,6 +46,8 @@ pub struct StreamStart {
     pub created: u64,
     /// The answer is replayed from the response cache (`x-pgw-cache-hit`).
     pub cache_hit: bool,
+    /// Soft budget limits this call crossed (`x-pgw-budget-warning`).
+    pub budget_warnings: Vec<String>,
 }
 
 /// The client went away.
@@ -166,6 +168,7 @@ impl Sink {
                 overhead_us: st.overhead().as_micros() as u64,
                 created: st.created_unix,
                 cache_hit: false,
+                budget_warnings: st.budget_warnings.clone(),
             };
             batch.push(CallEvent::Start(start));
         }
@@ -200,6 +203,38 @@ pub(crate) struct CallState {
     /// The usage the attempt in flight has seen so far (the upstream's last report), for
     /// the row of an attempt cut before it ends; reset when an attempt starts.
     pub attempt_usage: Option<TokenUsage>,
+    /// Raised when the call's first attempt starts (the spend layer's reservation keeps or
+    /// refunds by it when the call is dropped); `None` when no budget applies.
+    pub upstream_sent: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
+    /// What the call's attempts were billed, as their ledger rows price them.
+    pub billed: Billed,
+    /// Soft budget limits this call crossed (`x-pgw-budget-warning`, docs/budgets.md).
+    pub budget_warnings: Vec<String>,
+}
+
+/// The sum of a call's attempt costs (the `cost` of its attempt rows).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Billed {
+    /// Micro-USD of the attempts whose cost is known.
+    pub micro_usd: u64,
+    /// An attempt reported usage that could not be priced (a model missing from the price
+    /// table): the true total is unknown.
+    pub unknown: bool,
+}
+
+impl Billed {
+    /// Add one attempt row: `had_usage` whether it reported usage, `cost` its priced cost.
+    pub(crate) fn add(&mut self, had_usage: bool, cost: Option<f64>) {
+        match cost {
+            Some(usd) => {
+                self.micro_usd = self
+                    .micro_usd
+                    .saturating_add(crate::governance::budget::usd_to_micro(usd));
+            }
+            None if had_usage => self.unknown = true,
+            None => {}
+        }
+    }
 }
 
 impl CallState {
@@ -222,6 +257,9 @@ impl CallState {
             last_attempt_ms: None,
             stored_messages: std::sync::OnceLock::new(),
             attempt_usage: None,
+            upstream_sent: None,
+            billed: Billed::default(),
+            budget_warnings: Vec::new(),
         }
     }
 

@@ -15,6 +15,7 @@ use super::retry::Retry;
 use super::runtime::Inner;
 use super::sink::{CallState, Sink};
 use super::structured_layer::Structured;
+use super::tenancy::{Access, Spend};
 
 /// The layers of a chat call, outermost first.
 fn chat_stack() -> impl Layer {
@@ -22,14 +23,22 @@ fn chat_stack() -> impl Layer {
     Telemetry(
         // The deadline: one hard bound around everything below it, cache I/O included.
         Deadline(
-            // The cache: a hit never touches the limiter, the breaker or the upstream, and
-            // identical calls in flight share one upstream call.
-            Cache(
-                // Structured output inside the cache: a re-ask is a real attempt, and the
-                // cache only ever stores an answer the ladder validated.
-                Structured(
-                    // The retry loop: admission, attempts, and every decision to retry.
-                    Retry,
+            // A virtual key's scopes and its own rate gates, outside the cache: a cache hit
+            // is still a request of that key, and a key may not read a scope it may not call.
+            Access(
+                // The cache: a hit never touches the limiter, the breaker or the upstream,
+                // and identical calls in flight share one upstream call.
+                Cache(
+                    // The key's and team's budgets inside the cache: a hit costs nothing.
+                    Spend(
+                        // Structured output inside the cache: a re-ask is a real attempt,
+                        // and the cache only ever stores an answer the ladder validated.
+                        Structured(
+                            // The retry loop: admission, attempts, and every decision to
+                            // retry.
+                            Retry,
+                        ),
+                    ),
                 ),
             ),
         ),

@@ -1,12 +1,16 @@
-//! Client authentication: with `PGW_API_KEYS` set, `Authorization: Bearer <key>` or
-//! `x-api-key: <key>` (the header Anthropic's clients send; either may match), compared in
-//! constant time; with none, only loopback peers are served. The admin endpoint checks its
-//! own keys the same way.
+//! Client authentication: `Authorization: Bearer <key>` or `x-api-key: <key>` (the header
+//! Anthropic's clients send; either may match), against the virtual keys
+//! (`PGW_VIRTUAL_KEYS`, docs/keys.md: the key's identity comes with the call) and the static
+//! `PGW_API_KEYS` (unrestricted), each compared in constant time. With neither configured,
+//! only loopback peers are served. The admin endpoints check their own keys the same way.
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 
 use axum::http::HeaderMap;
 use subtle::ConstantTimeEq;
+
+use crate::keys::{Authn, KeyRegistry, Principal};
 
 /// Why a request was refused.
 #[derive(Debug)]
@@ -23,9 +27,23 @@ pub(crate) fn check(
     headers: &HeaderMap,
     peer: SocketAddr,
 ) -> Result<(), AuthError> {
-    if keys.is_empty() {
+    identify(keys, None, headers, peer).map(|_| ())
+}
+
+/// Who is calling: `Ok(Some(principal))` for a virtual key of `registry`, `Ok(None)` for a
+/// static key (or a loopback peer when no keys of either kind exist).
+///
+/// Errors: 401 naming what was wrong with the credential (missing, malformed, unknown,
+/// revoked, expired — never echoing it); 403 for a non-loopback peer without any keys.
+pub(crate) fn identify(
+    keys: &[String],
+    registry: Option<&KeyRegistry>,
+    headers: &HeaderMap,
+    peer: SocketAddr,
+) -> Result<Option<Arc<Principal>>, AuthError> {
+    if keys.is_empty() && registry.is_none() {
         return if peer.ip().is_loopback() {
-            Ok(())
+            Ok(None)
         } else {
             Err(AuthError::NotLoopback)
         };
@@ -50,6 +68,16 @@ pub(crate) fn check(
             (None, Some(_)) => AuthError::Unauthorized("x-api-key must be visible ASCII"),
         });
     }
+    let mut refused = None;
+    if let Some(registry) = registry {
+        for token in &candidates {
+            match registry.authenticate(token.trim()) {
+                Authn::Valid(p) => return Ok(Some(p)),
+                Authn::Refused(why) => refused = Some(why),
+                Authn::NotVirtual => {}
+            }
+        }
+    }
     let mut ok = subtle::Choice::from(0u8);
     for token in candidates {
         for k in keys {
@@ -57,9 +85,11 @@ pub(crate) fn check(
         }
     }
     if bool::from(ok) {
-        Ok(())
+        Ok(None)
     } else {
-        Err(AuthError::Unauthorized("invalid API key"))
+        Err(AuthError::Unauthorized(
+            refused.unwrap_or("invalid API key"),
+        ))
     }
 }
 

@@ -10,6 +10,7 @@
 //! column ([`ChatRequest::ingress`]).
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 
 use axum::body::Body;
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
@@ -20,6 +21,7 @@ use futures_util::StreamExt;
 use super::AppState;
 use super::call_headers::{call_options, header_str, set};
 use crate::error::GatewayError;
+use crate::keys::Principal;
 use crate::pipeline::{CallEvent, ChatRequest, ChatResponse, StreamStart};
 use crate::plugin::Delta;
 
@@ -85,23 +87,28 @@ pub(crate) async fn read_body<D: Dialect>(
         })
 }
 
-/// Check the client key: `None` when it passes, else the refusal as the dialect's 401 / 403.
-pub(crate) fn refusal<D: Dialect>(
+/// Check the client key: the caller's virtual key (`Ok(Some)`), a static key or an open
+/// loopback gateway (`Ok(None)`), else the refusal as the dialect's 401 / 403.
+pub(crate) fn caller<D: Dialect>(
     state: &AppState,
     headers: &HeaderMap,
     peer: SocketAddr,
-) -> Option<Response> {
-    super::auth::check(&state.api_keys, headers, peer)
-        .err()
-        .map(|e| {
-            let (status, ty, message) = e.into_gateway_error();
-            D::plain_error(status, ty, &message)
-        })
+) -> Result<Option<Arc<Principal>>, Box<Response>> {
+    super::auth::identify(&state.api_keys, state.keys.as_deref(), headers, peer).map_err(|e| {
+        let (status, ty, message) = e.into_gateway_error();
+        Box::new(D::plain_error(status, ty, &message))
+    })
 }
 
 /// Apply the `x-pgw-*` call headers to a parsed request (a header wins over a body field
-/// with the same meaning).
-fn apply_call_headers(req: &mut ChatRequest, headers: &HeaderMap) -> Result<(), GatewayError> {
+/// with the same meaning). With a virtual key the identity is the key's: the tenant is its
+/// team (or the key), and a client's `x-pgw-tenant-id` only narrows it
+/// (`<team>/<header>`); the cache partition is set from the key, whatever the headers say.
+fn apply_call_headers(
+    req: &mut ChatRequest,
+    headers: &HeaderMap,
+    principal: Option<Arc<Principal>>,
+) -> Result<(), GatewayError> {
     let o = call_options(headers)?;
     req.session_id = o.session_id;
     req.parent_call_id = o.parent_call_id;
@@ -109,6 +116,11 @@ fn apply_call_headers(req: &mut ChatRequest, headers: &HeaderMap) -> Result<(), 
     if o.tenant_id.is_some() {
         req.tenant_id = o.tenant_id;
     }
+    if let Some(p) = &principal {
+        req.tenant_id = Some(narrowed_tenant(p, req.tenant_id.as_deref()));
+    }
+    // Nothing in the body may name a key: only the authenticated one counts.
+    req.principal = principal;
     if o.meta.is_some() {
         req.meta = o.meta;
     }
@@ -125,6 +137,16 @@ fn apply_call_headers(req: &mut ChatRequest, headers: &HeaderMap) -> Result<(), 
     Ok(())
 }
 
+/// The tenant of a virtual key's call: the key's tenant (its team, or the key), narrowed
+/// by the client's `x-pgw-tenant-id` to `<tenant>/<header>` — a sub-tenant, never another
+/// team's.
+pub(crate) fn narrowed_tenant(p: &Principal, header: Option<&str>) -> String {
+    match header {
+        Some(h) => format!("{}/{h}", p.tenant()),
+        None => p.tenant().to_string(),
+    }
+}
+
 /// Serve one call in dialect `D`: auth, body, parse, call headers, then the call; a
 /// non-streamed answer as one body, a streamed one as `D`'s event stream.
 pub(crate) async fn serve<D: Dialect>(
@@ -133,9 +155,10 @@ pub(crate) async fn serve<D: Dialect>(
     headers: HeaderMap,
     body: Body,
 ) -> Response {
-    if let Some(resp) = refusal::<D>(&state, &headers, peer) {
-        return resp;
-    }
+    let principal = match caller::<D>(&state, &headers, peer) {
+        Ok(p) => p,
+        Err(resp) => return *resp,
+    };
     let bytes = match read_body::<D>(&state, body).await {
         Ok(b) => b,
         Err(resp) => return *resp,
@@ -144,7 +167,7 @@ pub(crate) async fn serve<D: Dialect>(
         Ok(r) => r,
         Err(e) => return D::error(&e),
     };
-    if let Err(e) = apply_call_headers(&mut req, &headers) {
+    if let Err(e) = apply_call_headers(&mut req, &headers, principal) {
         return D::error(&e);
     }
     if !req.stream {
@@ -161,6 +184,7 @@ pub(crate) async fn serve<D: Dialect>(
                 set(&mut resp, "x-pgw-cache-hit", r.cache_hit);
                 set(&mut resp, "x-pgw-usage-source", r.usage_source.as_str());
                 set(&mut resp, "x-pgw-overhead-us", r.overhead_us);
+                set_budget_warnings(&mut resp, &r.budget_warnings);
                 resp
             }
             Err(e) => D::error(&e),
@@ -229,5 +253,15 @@ pub(crate) async fn serve<D: Dialect>(
     set(&mut resp, "x-pgw-attempts", start.attempts);
     set(&mut resp, "x-pgw-cache-hit", start.cache_hit);
     set(&mut resp, "x-pgw-overhead-us", start.overhead_us);
+    set_budget_warnings(&mut resp, &start.budget_warnings);
     resp
+}
+
+/// `x-pgw-budget-warning`: one header value per soft budget limit the call crossed.
+fn set_budget_warnings(resp: &mut Response, warnings: &[String]) {
+    for w in warnings {
+        if let Ok(v) = HeaderValue::try_from(w.as_str()) {
+            resp.headers_mut().append("x-pgw-budget-warning", v);
+        }
+    }
 }

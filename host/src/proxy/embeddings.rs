@@ -375,10 +375,13 @@ pub(crate) async fn embeddings(
     headers: HeaderMap,
     body: Body,
 ) -> Response {
-    if let Err(e) = super::auth::check(&state.api_keys, &headers, peer) {
-        let (status, ty, message) = e.into_gateway_error();
-        return plain_error(status, ty, &message);
-    }
+    let principal = match state.caller(&headers, peer) {
+        Ok(p) => p,
+        Err(e) => {
+            let (status, ty, message) = e.into_gateway_error();
+            return plain_error(status, ty, &message);
+        }
+    };
     let Ok(bytes) = axum::body::to_bytes(body, state.max_body_bytes).await else {
         return plain_error(
             413,
@@ -397,6 +400,7 @@ pub(crate) async fn embeddings(
         Ok(o) => o,
         Err(e) => return error_response(&e),
     };
+    req.options.identify(principal);
     let model = req.model.clone();
     match state.gateway.embed(req).await {
         Ok(r) => {

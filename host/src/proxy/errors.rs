@@ -101,6 +101,22 @@ pub(crate) fn wire(e: &GatewayError) -> WireError<'_> {
         GatewayError::StreamInterrupted { .. } => {
             WireError::new(StatusCode::BAD_GATEWAY, "stream_interrupted")
         }
+        GatewayError::ModelNotAllowed { .. } => WireError {
+            param: Some("model"),
+            code: Some("model_not_allowed"),
+            ..WireError::new(StatusCode::FORBIDDEN, "permission_error")
+        },
+        GatewayError::KeyRateLimited { .. } => WireError {
+            code: Some("key_rate_limited"),
+            ..WireError::new(StatusCode::TOO_MANY_REQUESTS, "rate_limit_exceeded")
+        },
+        // Retrying before the period resets cannot succeed: the SDKs' own quick retries
+        // would only repeat the refusal.
+        GatewayError::BudgetExceeded { .. } => WireError {
+            code: Some("budget_exceeded"),
+            ..WireError::new(StatusCode::TOO_MANY_REQUESTS, "budget_exceeded")
+        }
+        .retried(),
         GatewayError::Internal(_) => {
             WireError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal_error")
         }
@@ -118,13 +134,11 @@ pub fn error_body(e: &GatewayError) -> (StatusCode, Value) {
     });
     if let GatewayError::ScopeUnavailable {
         reason,
-        retry_after_s,
         per_source_reasons,
         ..
     } = e
     {
         err["reason"] = json!(reason.as_str());
-        err["retry_after_s"] = json!(retry_after_s);
         err["per_source_reasons"] = json!(per_source_reasons);
     }
     if let GatewayError::ResultInvalid {
@@ -137,6 +151,24 @@ pub fn error_body(e: &GatewayError) -> (StatusCode, Value) {
         err["repair_error"] = json!(f.repair_error);
         err["validation_errors"] = json!(f.validation_errors);
         err["reasks"] = json!(f.reasks);
+    }
+    if let GatewayError::BudgetExceeded {
+        period,
+        limit_usd,
+        total_usd,
+        needed_usd,
+        resets_at,
+        ..
+    } = e
+    {
+        err["period"] = json!(period);
+        err["limit_usd"] = json!(limit_usd);
+        err["total_usd"] = json!(total_usd);
+        err["needed_usd"] = json!(needed_usd);
+        err["resets_at"] = json!(resets_at);
+    }
+    if let Some(s) = e.retry_after_s() {
+        err["retry_after_s"] = json!(s);
     }
     (w.status, json!({ "error": err }))
 }
@@ -160,11 +192,8 @@ pub fn error_response(e: &GatewayError) -> Response {
     let (status, body) = error_body(e);
     let mut resp = (status, axum::Json(body)).into_response();
     let headers = resp.headers_mut();
-    if let GatewayError::ScopeUnavailable { retry_after_s, .. } = e {
-        headers.insert(
-            axum::http::header::RETRY_AFTER,
-            retry_after_header(*retry_after_s),
-        );
+    if let Some(s) = e.retry_after_s() {
+        headers.insert(axum::http::header::RETRY_AFTER, retry_after_header(s));
     }
     if let Some(retry) = w.should_retry {
         headers.insert(SHOULD_RETRY, HeaderValue::from_static(bool_str(retry)));

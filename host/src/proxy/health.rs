@@ -26,22 +26,27 @@ pub(crate) async fn models(
     headers: HeaderMap,
 ) -> Response {
     let anthropic = headers.contains_key("anthropic-version");
-    if let Err(e) = super::auth::check(&state.api_keys, &headers, peer) {
-        let (status, ty, message) = e.into_gateway_error();
-        if anthropic {
-            return super::messages::auth_error(status, ty, &message);
+    let principal = match state.caller(&headers, peer) {
+        Ok(p) => p,
+        Err(e) => {
+            let (status, ty, message) = e.into_gateway_error();
+            if anthropic {
+                return super::messages::auth_error(status, ty, &message);
+            }
+            return plain_error(status, ty, &message);
         }
-        return plain_error(status, ty, &message);
-    }
-    if anthropic {
-        return super::messages::models_list(&state.gateway.model_aliases());
-    }
-    let data: Vec<_> = state
+    };
+    // A virtual key sees the models it may call.
+    let aliases: Vec<String> = state
         .gateway
         .model_aliases()
         .into_iter()
-        .map(|a| model_object(&a))
+        .filter(|a| principal.as_ref().is_none_or(|p| p.may_use(a)))
         .collect();
+    if anthropic {
+        return super::messages::models_list(&aliases);
+    }
+    let data: Vec<_> = aliases.into_iter().map(|a| model_object(&a)).collect();
     axum::Json(json!({"object": "list", "data": data})).into_response()
 }
 
@@ -53,11 +58,19 @@ pub(crate) async fn model(
     headers: HeaderMap,
     Path(model): Path<String>,
 ) -> Response {
-    if let Err(e) = super::auth::check(&state.api_keys, &headers, peer) {
-        let (status, ty, message) = e.into_gateway_error();
-        return plain_error(status, ty, &message);
-    }
-    let aliases = state.gateway.model_aliases();
+    let principal = match state.caller(&headers, peer) {
+        Ok(p) => p,
+        Err(e) => {
+            let (status, ty, message) = e.into_gateway_error();
+            return plain_error(status, ty, &message);
+        }
+    };
+    let aliases: Vec<String> = state
+        .gateway
+        .model_aliases()
+        .into_iter()
+        .filter(|a| principal.as_ref().is_none_or(|p| p.may_use(a)))
+        .collect();
     if aliases.iter().any(|a| a.as_str() == model) {
         return axum::Json(model_object(&model)).into_response();
     }

@@ -17,7 +17,7 @@ pub(crate) async fn metrics(
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     headers: HeaderMap,
 ) -> Response {
-    if let Err(e) = super::auth::check(&state.api_keys, &headers, peer) {
+    if let Err(e) = state.caller(&headers, peer) {
         let (status, ty, message) = e.into_gateway_error();
         return plain_error(status, ty, &message);
     }

@@ -4,6 +4,7 @@
 //! shutdown). Handlers only translate between HTTP and the embedded API; every decision is
 //! made in the pipeline.
 
+mod admin_keys;
 mod auth;
 mod call_headers;
 mod chat;
@@ -44,13 +45,29 @@ pub(crate) struct AppState {
     pub max_body_bytes: usize,
     /// The OCR health probes `/healthz` reports, cached for 5 s.
     pub ocr_health: Arc<ocr::HealthCache>,
+    /// The virtual keys (`PGW_VIRTUAL_KEYS`); `None` when they are off.
+    pub keys: Option<Arc<crate::keys::KeyRegistry>>,
+}
+
+impl AppState {
+    /// Who is calling (`proxy/auth.rs`): a virtual key's principal, or `None` for a static
+    /// key or an open loopback gateway.
+    ///
+    /// Errors: the refusal (401 / 403) to answer with.
+    pub(crate) fn caller(
+        &self,
+        headers: &axum::http::HeaderMap,
+        peer: SocketAddr,
+    ) -> Result<Option<Arc<crate::keys::Principal>>, auth::AuthError> {
+        auth::identify(&self.api_keys, self.keys.as_deref(), headers, peer)
+    }
 }
 
 /// Why the server could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
     #[error(
-        "refusing to bind {0} without PGW_API_KEYS: with no client keys only loopback addresses may be served"
+        "refusing to bind {0} without PGW_API_KEYS or PGW_VIRTUAL_KEYS: with no client keys only loopback addresses may be served"
     )]
     OpenWithoutKeys(SocketAddr),
     #[error("cannot bind {addr}: {source}")]
@@ -74,6 +91,7 @@ fn router_draining(gateway: Gateway, draining: CancellationToken) -> Router {
         api_keys: Arc::new(p.api_keys.clone()),
         max_body_bytes: p.max_body_bytes,
         ocr_health: Arc::new(ocr::HealthCache::default()),
+        keys: gateway.key_registry(),
         gateway: gateway.clone(),
     };
     let body_read = layers::BodyRead {
@@ -92,6 +110,7 @@ fn router_draining(gateway: Gateway, draining: CancellationToken) -> Router {
         .route("/healthz", get(health::healthz))
         .route("/metrics", get(metrics::metrics))
         .route("/admin/reload", post(reload::admin_reload))
+        .merge(admin_keys::routes())
         // After every route: it applies to the routes that exist when it is called.
         .method_not_allowed_fallback(layers::method_not_allowed)
         // Only matched routes read bodies.
@@ -117,7 +136,8 @@ fn router_draining(gateway: Gateway, draining: CancellationToken) -> Router {
 /// Bind the listener, enforcing the loopback rule. Returns it with its bound address.
 pub async fn bind(gateway: &Gateway) -> Result<(TcpListener, SocketAddr), ServeError> {
     let p = &gateway.settings().process;
-    if p.api_keys.is_empty() && !p.listen.ip().is_loopback() {
+    // With virtual keys on, every request needs a key (static or virtual): none is open.
+    if p.api_keys.is_empty() && !p.keys.enabled && !p.listen.ip().is_loopback() {
         return Err(ServeError::OpenWithoutKeys(p.listen));
     }
     let listener = TcpListener::bind(p.listen)

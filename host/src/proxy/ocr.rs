@@ -168,11 +168,15 @@ async fn read_request(
     peer: SocketAddr,
     req: Request,
 ) -> Result<OcrRequest, Response> {
-    if let Err(e) = super::auth::check(&state.api_keys, req.headers(), peer) {
-        let (status, ty, message) = e.into_gateway_error();
-        return Err(plain_error(status, ty, &message));
-    }
-    let options = call_options(req.headers()).map_err(|e| error_response(&e))?;
+    let principal = match state.caller(req.headers(), peer) {
+        Ok(p) => p,
+        Err(e) => {
+            let (status, ty, message) = e.into_gateway_error();
+            return Err(plain_error(status, ty, &message));
+        }
+    };
+    let mut options = call_options(req.headers()).map_err(|e| error_response(&e))?;
+    options.identify(principal);
     let content_type = req
         .headers()
         .get(axum::http::header::CONTENT_TYPE)

@@ -484,6 +484,7 @@ mod tests {
             overhead_us: 0,
             created: 1_700_000_000,
             cache_hit: false,
+            budget_warnings: Vec::new(),
         })
     }
 
@@ -515,6 +516,7 @@ mod tests {
             refusal: None,
             upstream_fields: None,
             structured: None,
+            budget_warnings: Vec::new(),
         };
         let mut refused = base.clone();
         refused.content.clear();
@@ -608,6 +610,7 @@ mod tests {
                 message: Some(r#"{"function_call":{"name":"f","arguments":"{}"}}"#.into()),
             }),
             structured: None,
+            budget_warnings: Vec::new(),
         };
         let body = String::from_utf8(completion_body(&r, 7)).unwrap();
         assert_eq!(

@@ -184,11 +184,14 @@ impl Telemetry {
         }
     }
 
-    /// Record a row: set its cost, count it, enqueue it. Never blocks.
-    pub fn record(&self, mut row: CallRow) {
+    /// Record a row: set its cost, count it, enqueue it. Never blocks. Returns the cost it
+    /// set (USD; `None` when the row carries none, see `cost_of`).
+    pub fn record(&self, mut row: CallRow) -> Option<f64> {
         row.cost = self.cost_of(&row);
+        let cost = row.cost;
         self.metrics.observe_row(&row);
         self.recorder.record(row);
+        cost
     }
 
     /// The cost of a row. Only the row that produced an answer carries one: an attempt row
@@ -230,6 +233,12 @@ impl Telemetry {
     /// The stored form of an answer or reasoning text (capped).
     pub fn stored_text(&self, s: &str) -> String {
         text::cap_text(s, self.text_cap)
+    }
+
+    /// The price table (`PGW_PRICING_FILE`), when one is configured (the budgets of virtual
+    /// keys price reservations and settlements with it).
+    pub fn pricing(&self) -> Option<&Pricing> {
+        self.pricing.as_ref()
     }
 
     /// The metrics registry (the cache layer reports hits and misses here).

@@ -41,6 +41,7 @@ fn call_key(req: &ChatRequest) -> CallKey<'_> {
     CallKey {
         messages: &req.messages,
         namespace: req.cache_namespace.as_deref(),
+        partition: req.principal.as_deref().map(|p| p.partition()),
         salt: req.cache_salt.as_deref(),
         sampling: &req.overlay,
         structured: req.structured_strategy.as_deref(),
@@ -307,6 +308,7 @@ async fn replay(
             overhead_us: r.overhead_us,
             created: st.created_unix,
             cache_hit: true,
+            budget_warnings: Vec::new(),
         };
         let gone = || GatewayError::Internal("the client went away".into());
         let mut events = vec![CallEvent::Start(start)];

@@ -231,6 +231,7 @@ pub(crate) async fn run_embed(
 ) -> Result<EmbeddingResponse, GatewayError> {
     req.validate()?;
     let scope = scope_of(&inner, &req.model)?;
+    super::tenancy::may_use(req.options.principal.as_deref(), &req.model)?;
     let call = LeanCall::new(
         &inner,
         scope,
@@ -328,6 +329,7 @@ async fn embed_inner(
                     req.input.key_input(i)?,
                     req.dimensions,
                     opts.cache_namespace.as_deref(),
+                    opts.principal.as_deref().map(|p| p.partition()),
                     opts.cache_salt.as_deref(),
                 )
             })

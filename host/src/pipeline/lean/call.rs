@@ -63,6 +63,10 @@ impl LeanCall {
         row.parent_call_id = self.options.parent_call_id.clone();
         row.session_id = self.options.session_id.clone();
         row.tenant_id = self.options.tenant_id.clone();
+        if let Some(p) = &self.options.principal {
+            row.key_id = Some(Arc::from(p.key.id.as_str()));
+            row.team_id = p.team.as_ref().map(|t| Arc::from(t.id.as_str()));
+        }
         row.meta = self
             .options
             .meta

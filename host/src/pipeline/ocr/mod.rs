@@ -75,6 +75,7 @@ async fn run_ocr<O: LeanOp>(
 ) -> Result<Done<O::Output>, GatewayError> {
     req.validate()?;
     let scope = scope_of(&inner, &req.model)?;
+    super::tenancy::may_use(req.options.principal.as_deref(), &req.model)?;
     let (media_type, ext) = sniff(&req.image);
     let upload = Upload {
         file_name: req

@@ -116,6 +116,9 @@ impl Operation for Chat<'_> {
     fn started(&mut self, idx: usize) {
         self.st.last_source = Some(idx);
         self.st.attempts += 1;
+        if let Some(sent) = &self.st.upstream_sent {
+            sent.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
     }
 
     async fn attempt<'a>(
@@ -134,7 +137,7 @@ impl Operation for Chat<'_> {
         cut.finished();
         let st = &mut *self.st;
         st.last_attempt_ms = Some(u64::try_from(metrics.latency.as_millis()).unwrap_or(u64::MAX));
-        inner.recorder.record(attempt_row(
+        let row = attempt_row(
             &inner.recorder,
             attempt_id,
             scope,
@@ -143,7 +146,10 @@ impl Operation for Chat<'_> {
             st,
             &outcome,
             &metrics,
-        ));
+        );
+        let had_usage = row.prompt_tokens.is_some();
+        let cost = inner.recorder.record(row);
+        st.billed.add(had_usage, cost);
         let latency = metrics.latency;
         (outcome.map(|answer| (answer, metrics)), latency)
     }
@@ -249,5 +255,6 @@ fn response(
         refusal: (!acc.refusal.is_empty()).then_some(acc.refusal),
         upstream_fields: acc.fields.answer(),
         structured: None,
+        budget_warnings: Vec::new(),
     }
 }

@@ -172,6 +172,10 @@ impl Inner {
                     .map_err(|e| StartError::Transport(e.to_string()))?,
             ),
         };
+        let tenancy = match previous {
+            Some(p) => p.tenancy.clone(),
+            None => super::super::tenancy::Tenancy::start(&settings, clock, injected_clock).await?,
+        };
         Ok(Inner {
             settings,
             scopes,
@@ -181,6 +185,7 @@ impl Inner {
             structured,
             engine,
             entropy,
+            tenancy,
         })
     }
 }

@@ -17,4 +17,7 @@ pub enum StartError {
     Source { key: String, message: String },
     #[error("response cache: {0}")]
     Cache(#[from] crate::cache::CacheError),
+    /// The virtual-key store could not be opened or migrated (`PGW_VIRTUAL_KEYS`).
+    #[error("virtual keys: {0}")]
+    Keys(String),
 }

@@ -105,6 +105,9 @@ pub(crate) struct Inner {
     pub engine: PluginEngine,
     /// The process's random source, kept by reloads (so ids stay ordered).
     pub entropy: Arc<Entropy>,
+    /// Virtual keys, their budgets and gates (`PGW_VIRTUAL_KEYS`); process-wide, kept by
+    /// reloads.
+    pub tenancy: Option<Arc<super::tenancy::Tenancy>>,
 }
 
 impl Inner {

@@ -28,6 +28,10 @@ fn status_and_type(e: &GatewayError) -> (u16, &'static str) {
         }
         GatewayError::ScopeUnavailable { .. } => (OVERLOADED, "overloaded_error"),
         GatewayError::DeadlineExceeded { .. } => (504, "timeout_error"),
+        GatewayError::ModelNotAllowed { .. } => (403, "permission_error"),
+        GatewayError::KeyRateLimited { .. } | GatewayError::BudgetExceeded { .. } => {
+            (429, "rate_limit_error")
+        }
         // The answer failed validation (422) or the upstream's stream broke (502): the
         // gateway's status is kept, as an API error.
         GatewayError::ResultInvalid { .. }
@@ -49,11 +53,8 @@ pub(crate) fn error_response(e: &GatewayError) -> Response {
     let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     let mut resp = (status, axum::Json(error_json(e))).into_response();
     let headers = resp.headers_mut();
-    if let GatewayError::ScopeUnavailable { retry_after_s, .. } = e {
-        headers.insert(
-            axum::http::header::RETRY_AFTER,
-            retry_after_header(*retry_after_s),
-        );
+    if let Some(s) = e.retry_after_s() {
+        headers.insert(axum::http::header::RETRY_AFTER, retry_after_header(s));
     }
     if let Some(retry) = wire(e).should_retry {
         headers.insert(

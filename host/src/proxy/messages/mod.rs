@@ -22,7 +22,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
 use super::AppState;
-use super::dialect::{Dialect, refusal, serve};
+use super::dialect::{Dialect, caller, serve};
 use crate::error::GatewayError;
 use crate::pipeline::{ChatRequest, ChatResponse, StreamStart};
 
@@ -75,8 +75,8 @@ pub(crate) async fn count_tokens(
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     headers: HeaderMap,
 ) -> Response {
-    if let Some(resp) = refusal::<Messages>(&state, &headers, peer) {
-        return resp;
+    if let Err(resp) = caller::<Messages>(&state, &headers, peer) {
+        return *resp;
     }
     let mut resp = errors::plain_error(
         501,

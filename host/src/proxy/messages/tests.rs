@@ -73,6 +73,7 @@ fn start() -> StreamStart {
         overhead_us: 0,
         created: 1_700_000_000,
         cache_hit: false,
+        budget_warnings: Vec::new(),
     }
 }
 
@@ -103,6 +104,7 @@ fn response(acc: &Accumulator) -> ChatResponse {
         refusal: acc.refusal(),
         upstream_fields: None,
         structured: None,
+        budget_warnings: Vec::new(),
     }
 }
 

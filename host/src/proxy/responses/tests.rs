@@ -322,6 +322,7 @@ fn start() -> StreamStart {
         overhead_us: 0,
         created: 1_741_290_958,
         cache_hit: false,
+        budget_warnings: Vec::new(),
     }
 }
 
@@ -352,6 +353,7 @@ fn response(acc: &Accumulator) -> ChatResponse {
         refusal: acc.refusal(),
         upstream_fields: None,
         structured: None,
+        budget_warnings: Vec::new(),
     }
 }
 
