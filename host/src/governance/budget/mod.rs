@@ -41,6 +41,12 @@ pub enum BudgetPeriod {
 }
 
 impl BudgetPeriod {
+    /// The period containing `unix_ms`: its start and when it resets, Unix ms (UTC);
+    /// `resets_at_ms` is `None` for `Total`, whose start is 0. Same as [`window`].
+    pub fn window(self, unix_ms: i64) -> PeriodWindow {
+        period::window(self, unix_ms)
+    }
+
     /// The stable name (`daily`, `weekly`, `monthly`, `total`): the admin API's and the
     /// Redis script's.
     pub fn as_str(self) -> &'static str {
@@ -58,6 +64,7 @@ impl BudgetPeriod {
 pub struct BudgetLine {
     /// The budget's identity, e.g. `key:key_abc:daily` (the store keys its periods by it).
     pub bucket: Arc<str>,
+    /// How long one budget lasts.
     pub period: BudgetPeriod,
     /// The most the period may hold (spent plus reserved), micro-USD.
     pub limit_micro_usd: u64,
@@ -69,14 +76,18 @@ pub struct BudgetLine {
 /// was charged to (a settlement corrects that period, even after it ended), and the amount.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Held {
+    /// `(bucket, start of the period charged, Unix ms)` of each line, in the order given.
     pub charges: Vec<(Arc<str>, i64)>,
+    /// The amount reserved on every line, micro-USD.
     pub amount_micro_usd: u64,
 }
 
 /// A soft limit a reservation crossed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SoftWarning {
+    /// The line's bucket.
     pub bucket: Arc<str>,
+    /// The line's soft limit, micro-USD.
     pub soft_micro_usd: u64,
     /// The period's total (spent + reserved) with this reservation, micro-USD.
     pub total_micro_usd: u64,
@@ -87,7 +98,9 @@ pub struct SoftWarning {
 pub struct BudgetDenial {
     /// The first line (in the order given) without room.
     pub bucket: Arc<str>,
+    /// That line's period.
     pub period: BudgetPeriod,
+    /// That line's limit, micro-USD.
     pub limit_micro_usd: u64,
     /// The period's total (spent + reserved) now, without this reservation.
     pub total_micro_usd: u64,
@@ -100,7 +113,9 @@ pub struct BudgetDenial {
 pub enum BudgetAdmission {
     /// Every line had room: the amount is counted in each line's current period.
     Granted {
+        /// What was charged where: wrap it in a [`Reservation`].
         held: Held,
+        /// The lines whose total is now above their soft limit (every grant while it is).
         warnings: Vec<SoftWarning>,
     },
     /// A line had no room; nothing was changed anywhere.
@@ -111,6 +126,7 @@ pub enum BudgetAdmission {
 /// `governance_backend_down`), never lets spend through unmetered.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum BudgetError {
+    /// The store is unreachable (500 ms bound) or answered garbage.
     #[error("budget backend down: {0}")]
     BackendDown(String),
 }
@@ -135,6 +151,29 @@ pub trait BudgetBackend: Send + Sync + 'static {
         actual_micro_usd: u64,
     ) -> BoxFuture<'a, Result<(), BudgetError>>;
 
+    /// Settle from a synchronous context (a [`Reservation`] dropped before it was sent). The
+    /// default spawns [`settle`](Self::settle) on the current tokio runtime (the Redis
+    /// store); without a runtime the correction is lost and logged, and the reservation stays
+    /// counted. A store that can settle without awaiting (memory) overrides it to settle
+    /// inline. Never fails; failures are logged (warn).
+    fn settle_sync(self: Arc<Self>, held: Held, actual_micro_usd: u64) {
+        match tokio::runtime::Handle::try_current() {
+            Ok(handle) => {
+                handle.spawn(async move {
+                    if let Err(e) = self.settle(&held, actual_micro_usd).await {
+                        tracing::warn!(error = %e, actual_micro_usd, "budget settle failed; the reservation stays counted");
+                    }
+                });
+            }
+            Err(_) => {
+                tracing::warn!(
+                    actual_micro_usd,
+                    "budget reservation dropped outside a tokio runtime; the reservation stays counted"
+                );
+            }
+        }
+    }
+
     /// The current period's total (spent + reserved) of each line, in order.
     fn totals<'a>(
         &'a self,
@@ -142,7 +181,10 @@ pub trait BudgetBackend: Send + Sync + 'static {
     ) -> BoxFuture<'a, Result<Vec<u64>, BudgetError>>;
 
     /// Set `line`'s total for the period starting at `period_start_ms` when the store has
-    /// none (rebuilding spend from the ledger after a restart); never lowers a value.
+    /// none (rebuilding spend from the ledger after a restart); never lowers a value. A
+    /// value already there that is lower than the seed is raised to it (docs/budgets.md#restarts:
+    /// a reservation made before the seed must not hide the ledger's spend). A period whose
+    /// counter would already have expired (a day after its end) is not seeded.
     fn seed<'a>(
         &'a self,
         line: &'a BudgetLine,

@@ -54,6 +54,14 @@ impl RedisBudgets {
         }
     }
 
+    /// The scripts' `now` argument: the injected clock's Unix ms, or `''` for the server's
+    /// `TIME`.
+    fn now_arg(&self) -> String {
+        self.clock
+            .as_ref()
+            .map_or(String::new(), |c| c.unix_ms().to_string())
+    }
+
     fn key(&self, bucket: &str, start: i64) -> String {
         format!("{}budget:{bucket}:{start}", self.redis.prefix)
     }
@@ -65,11 +73,7 @@ impl RedisBudgets {
         dry: bool,
     ) -> Result<Vec<i64>, BudgetError> {
         let mut args = Vec::with_capacity(4 + 3 * lines.len());
-        args.push(
-            self.clock
-                .as_ref()
-                .map_or(String::new(), |c| c.unix_ms().to_string()),
-        );
+        args.push(self.now_arg());
         args.push(amount.to_string());
         args.push(if dry { "1" } else { "0" }.to_string());
         args.push(self.redis.prefix.clone());
@@ -177,7 +181,11 @@ impl BudgetBackend for RedisBudgets {
                 .script::<i64>(
                     &SEED,
                     &[self.key(&line.bucket, period_start_ms)],
-                    &[total_micro_usd.to_string(), expiry.to_string()],
+                    &[
+                        self.now_arg(),
+                        total_micro_usd.to_string(),
+                        expiry.to_string(),
+                    ],
                 )
                 .await
                 .map(|_| ())

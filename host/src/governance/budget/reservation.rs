@@ -2,7 +2,8 @@
 //! cost with [`Reservation::settle_now`], or in `Drop` by the limiter's cancellation rule
 //! (docs/limiter.md#settlement) applied to money: dropped before the upstream request was
 //! sent (S1), nothing can have been billed and everything is refunded; dropped after (S3),
-//! the upstream may bill the whole answer, so the whole reservation is kept.
+//! the upstream may bill the whole answer, so the whole reservation is kept
+//! (docs/budgets.md#cancellation).
 
 use std::sync::Arc;
 
@@ -44,8 +45,11 @@ impl Reservation {
         self.held.as_ref().map_or(0, |h| h.amount_micro_usd)
     }
 
-    /// Settle to the actual cost. A store that cannot answer is a warning: the call has
-    /// ended, and its reservation stays counted (the period's reset or a restart clears it).
+    /// Settle to the actual cost, micro-USD. A store that cannot answer is a warning: the
+    /// call has ended, and its reservation stays counted (the period's reset or a restart
+    /// clears it). If this future is dropped mid-way the settlement may or may not have
+    /// happened; it is never repeated (a settlement is not idempotent), so at worst the
+    /// reservation stays counted, as after `sent`.
     pub async fn settle_now(mut self, actual_micro_usd: u64) {
         if let Some(held) = self.held.take()
             && let Err(e) = self.backend.settle(&held, actual_micro_usd).await
@@ -65,19 +69,8 @@ impl Drop for Reservation {
         if self.sent {
             return;
         }
-        // S1: nothing was sent — refund it all.
-        let backend = self.backend.clone();
-        match tokio::runtime::Handle::try_current() {
-            Ok(handle) => {
-                handle.spawn(async move {
-                    if let Err(e) = backend.settle(&held, 0).await {
-                        tracing::warn!(error = %e, "budget refund failed; the reservation stays counted");
-                    }
-                });
-            }
-            Err(_) => {
-                tracing::warn!("budget reservation dropped outside a tokio runtime: not refunded");
-            }
-        }
+        // S1: nothing was sent — refund it all (memory inline; Redis spawned on the current
+        // runtime, see `BudgetBackend::settle_sync`).
+        self.backend.clone().settle_sync(held, 0);
     }
 }

@@ -75,9 +75,11 @@ local out = {1}
 for i = 1, n do
   local total = totals[i]
   if not dry then
-    total = redis.call('INCRBY', keys[i], amount)
+    -- ARGV[2], the integer string, not the Lua number (which would format as 1e+14).
+    total = redis.call('INCRBY', keys[i], ARGV[2])
     if resets[i] >= 0 then
-      redis.call('PEXPIREAT', keys[i], resets[i] + DAY)
+      -- Relative to this script's clock (the server's or a test's): a day after the end.
+      redis.call('PEXPIRE', keys[i], math.max(1, resets[i] + DAY - now))
     end
   end
   out[#out + 1] = starts[i]
