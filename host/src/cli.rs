@@ -1,5 +1,6 @@
 //! The `polygateway` command line: `serve` (logging set-up, the shutdown signals, the
-//! telemetry flush at exit), `mock-upstream`, `demo`, `plugin check`, `telemetry schema-sql`.
+//! telemetry flush at exit), `mock-upstream`, `demo`, `plugin check`, `telemetry schema-sql`,
+//! `keys …` and `teams …` (virtual keys, `keys/cli.rs`).
 
 use std::collections::HashMap;
 use std::io::Write;
@@ -88,6 +89,17 @@ enum Command {
         #[arg(long, default_value = "127.0.0.1:0")]
         listen: SocketAddr,
     },
+    /// Virtual keys in the telemetry database (docs/keys.md#cli): create, list, show,
+    /// rotate, revoke.
+    Keys {
+        #[command(subcommand)]
+        command: crate::keys::cli::KeysCommand,
+    },
+    /// Teams of virtual keys: create, list.
+    Teams {
+        #[command(subcommand)]
+        command: crate::keys::cli::TeamsCommand,
+    },
     /// Telemetry helpers.
     Telemetry {
         #[command(subcommand)]
@@ -150,6 +162,12 @@ pub fn run() -> ExitCode {
             Command::Telemetry {
                 command: TelemetryCommand::SchemaSql { backend },
             } => schema_sql(backend),
+            Command::Keys { command } => {
+                crate::keys::cli::run(crate::keys::cli::Command::Keys(command)).await
+            }
+            Command::Teams { command } => {
+                crate::keys::cli::run(crate::keys::cli::Command::Teams(command)).await
+            }
         }
     })
 }

@@ -596,7 +596,7 @@ async fn without_admin_keys_or_with_keys_off_the_routes_refuse() {
         (403, json!("permission_error"))
     );
     drop(gw);
-    // Keys off: 503 naming PGW_VIRTUAL_KEYS, after the admin check.
+    // Keys off: 404 naming PGW_VIRTUAL_KEYS, after the admin check.
     let m = mock().await;
     let mut env = source(&m, "openai", 1, "keys-off", "m");
     env.push(kv("PGW_ADMIN_KEYS", ADMIN));
@@ -611,12 +611,8 @@ async fn without_admin_keys_or_with_keys_off_the_routes_refuse() {
         let (s, v) = admin(&gw, method, path, Some(json!({}))).await;
         assert_eq!(
             (s, v["error"]["type"].clone(), v["error"]["code"].clone()),
-            (
-                503,
-                json!("virtual_keys_disabled"),
-                json!("PGW_VIRTUAL_KEYS")
-            ),
-            "{path}"
+            (404, json!("not_found_error"), Value::Null),
+            "{path}: {v}"
         );
         assert!(
             v["error"]["message"]

@@ -10,41 +10,7 @@ use serde_json::{Map, Value};
 use super::KeysError;
 
 /// The calendar period a budget counts over, in UTC (docs/budgets.md#periods).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum BudgetPeriod {
-    /// From midnight UTC.
-    Daily,
-    /// From Monday midnight UTC.
-    Weekly,
-    /// From the 1st of the month, midnight UTC.
-    Monthly,
-    /// Never resets.
-    Total,
-}
-
-impl BudgetPeriod {
-    /// The JSON name (`daily`, `weekly`, `monthly`, `total`).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Daily => "daily",
-            Self::Weekly => "weekly",
-            Self::Monthly => "monthly",
-            Self::Total => "total",
-        }
-    }
-
-    /// The period named `s` (the JSON name).
-    pub fn parse(s: &str) -> Option<Self> {
-        match s {
-            "daily" => Some(Self::Daily),
-            "weekly" => Some(Self::Weekly),
-            "monthly" => Some(Self::Monthly),
-            "total" => Some(Self::Total),
-            _ => None,
-        }
-    }
-}
+pub use crate::governance::budget::BudgetPeriod;
 
 /// The rate gates of a key or a team; `None` = no gate of that kind.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]

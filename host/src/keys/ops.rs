@@ -164,7 +164,13 @@ pub fn parse_budget_arg(param: &str, s: &str) -> Result<BudgetSpec, KeysError> {
         )
     };
     let mut parts = s.split(':');
-    let period = parts.next().and_then(BudgetPeriod::parse).ok_or_else(bad)?;
+    let period = match parts.next() {
+        Some("daily") => BudgetPeriod::Daily,
+        Some("weekly") => BudgetPeriod::Weekly,
+        Some("monthly") => BudgetPeriod::Monthly,
+        Some("total") => BudgetPeriod::Total,
+        _ => return Err(bad()),
+    };
     let limit_usd = parts
         .next()
         .and_then(|v| v.parse::<f64>().ok())

@@ -167,13 +167,32 @@ fn named_field(message: &str) -> Option<String> {
         .map(str::to_string)
 }
 
-/// A JSON body as `T`; a 400 naming the unknown or missing field when serde says which.
+/// A JSON body as `T`; a 400 naming the field at fault: the unknown or missing field serde
+/// names, else the top-level field of a wrong type (found by leaving each field out).
 fn body<T: DeserializeOwned>(bytes: &Bytes) -> Result<T, Refusal> {
     serde_json::from_slice(bytes).map_err(|e| {
         let message = e.to_string();
+        let param = named_field(&message).or_else(|| mistyped_field::<T>(bytes));
         Refusal::Malformed {
-            param: named_field(&message),
+            param,
             message: format!("invalid JSON body: {message}"),
+        }
+    })
+}
+
+/// The top-level field of a JSON object body whose value does not fit `T`: the one whose
+/// removal lets the rest parse (or only leaves that field missing). Only runs on a refusal.
+fn mistyped_field<T: DeserializeOwned>(bytes: &Bytes) -> Option<String> {
+    let Ok(Value::Object(map)) = serde_json::from_slice::<Value>(bytes) else {
+        return None;
+    };
+    map.keys().find_map(|k| {
+        let mut rest = map.clone();
+        rest.remove(k);
+        match serde_json::from_value::<T>(Value::Object(rest)) {
+            Ok(_) => Some(k.clone()),
+            Err(e) if named_field(&e.to_string()).as_deref() == Some(k.as_str()) => Some(k.clone()),
+            Err(_) => None,
         }
     })
 }
