@@ -722,6 +722,12 @@ const EXCEPTIONS: &[Exception] = &[
               benchmark spawns; it configures nothing from them",
     },
     Exception {
+        file: "keys/secret.rs",
+        api: "wall clock or randomness",
+        why: "a key's secret and id come from the OS CSPRNG: a token drawn from the seeded, \
+              reproducible source could be predicted",
+    },
+    Exception {
         file: "bench/load.rs",
         api: "http client",
         why: "the benchmark's load generator is a client of the gateway, not an upstream call",

@@ -331,14 +331,15 @@ async fn a_budget_holds_under_200_concurrent_calls_in_memory() {
     // Every call was in flight at once: exactly the 50 reservations that fit went upstream.
     assert_eq!((ok, refused), (50, 150));
     assert_eq!(hits(&m, "vk-storm-mem").await.len(), 50);
-    let spent = ledger_spend(&db, &id).await;
+    let spent = ledger_spend(&db, &id, 50).await;
     assert_eq!(spent, 50.0 * BILLED_USD);
     assert!(spent <= STORM_BUDGET_USD);
     gw.stop().await;
 }
 
-/// Total `cost` of a key's rows in a SQLite ledger, once the writer has flushed them.
-async fn ledger_spend(db: &std::path::Path, key_id: &str) -> f64 {
+/// Total `cost` of a key's rows in a SQLite ledger, once the writer has flushed the rows of
+/// its `calls` answered calls.
+async fn ledger_spend(db: &std::path::Path, key_id: &str, calls: usize) -> f64 {
     eventually(10, || async {
         let rows = telemetry_rows(db, &["event", "key_id", "cost"]).await;
         let terminal = rows
@@ -350,7 +351,7 @@ async fn ledger_spend(db: &std::path::Path, key_id: &str) -> f64 {
             .filter(|r| r["key_id"] == key_id && r["event"] == "attempt")
             .filter_map(|r| r["cost"].as_f64())
             .collect();
-        (terminal == attempts.len() && terminal > 0).then(|| attempts.iter().sum())
+        (terminal == calls && attempts.len() == calls).then(|| attempts.iter().sum())
     })
     .await
 }
@@ -387,7 +388,7 @@ async fn a_budget_holds_under_200_concurrent_calls_on_redis() {
     let (ok, refused) = storm(&[&gw], &k).await;
     assert_eq!((ok, refused), (50, 150));
     assert_eq!(hits(&m, "vk-storm-redis").await.len(), 50);
-    assert_eq!(ledger_spend(&db, &id).await, 50.0 * BILLED_USD);
+    assert_eq!(ledger_spend(&db, &id, 50).await, 50.0 * BILLED_USD);
     gw.stop().await;
 }
 
@@ -548,7 +549,7 @@ async fn spend_survives_a_restart_and_a_spent_budget_is_a_rate_limit_error_in_th
         warning,
         format!("key {id} soft limit 45.000000 USD crossed (50.000000 USD spent or reserved)")
     );
-    assert_eq!(ledger_spend(&db, &id).await, 2.0 * BILLED_USD);
+    assert_eq!(ledger_spend(&db, &id, 2).await, 2.0 * BILLED_USD);
     gw.stop().await;
 
     // 20 of 69 USD spent, in the ledger: after a restart one more reservation fits
@@ -611,4 +612,60 @@ async fn spend_survives_a_restart_and_a_spent_budget_is_a_rate_limit_error_in_th
         assert!(!text.contains(&secret), "the secret is in the {what}");
         assert!(!text.contains(&k), "the token is in the {what}");
     }
+}
+
+#[tokio::test]
+async fn embeddings_are_charged_to_the_keys_budget_and_refused_past_it() {
+    let m = mock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("calls.db");
+    let gw = gateway(keyed_env(&m, "vk-embed", &db)).await;
+    let (id, k) = create_key(
+        &gw,
+        json!({"name": "e", "budgets": [{"period": "total", "limit_usd": 15.0}]}),
+    )
+    .await;
+    let (_, other) = create_key(&gw, json!({"name": "o", "scopes": ["other"]})).await;
+    let embed = |key: String, text: String| {
+        let base = gw.base_url.clone();
+        async move {
+            let r = reqwest::Client::new()
+                .post(format!("{base}/v1/embeddings"))
+                .bearer_auth(key)
+                .json(&json!({"model": "llm", "input": text}))
+                .send()
+                .await
+                .unwrap();
+            let s = r.status().as_u16();
+            (s, r.json::<Value>().await.unwrap())
+        }
+    };
+    // "hello world N" is 13 bytes: 13 USD reserved; the mock bills 3 words, 3 USD.
+    // 0 + 13 ≤ 15, then 3 + 13 > 15: the second is refused before any upstream request.
+    let (s, v) = embed(k.clone(), "hello world 1".into()).await;
+    assert_eq!(s, 200, "{v}");
+    let (s, v) = embed(k.clone(), "hello world 2".into()).await;
+    assert_eq!(s, 429, "{v}");
+    assert_eq!(v["error"]["code"], "budget_exceeded");
+    assert_eq!(v["error"]["total_usd"], json!(3.0));
+    assert_eq!(v["error"]["needed_usd"], json!(13.0));
+    assert_eq!(hits(&m, "vk-embed").await.len(), 1);
+    // A key without the scope may not embed with it either.
+    let (s, v) = embed(other, "hello".into()).await;
+    assert_eq!(s, 403, "{v}");
+    assert_eq!(v["error"]["code"], "model_not_allowed");
+    let rows = eventually(10, || async {
+        let rows = telemetry_rows(&db, &["event", "key_id", "cost"]).await;
+        rows.iter()
+            .any(|r| r["key_id"] == id.as_str() && r["event"] == "attempt")
+            .then_some(rows)
+    })
+    .await;
+    let billed: f64 = rows
+        .iter()
+        .filter(|r| r["key_id"] == id.as_str())
+        .filter_map(|r| r["cost"].as_f64())
+        .sum();
+    assert_eq!(billed, 3.0);
+    gw.stop().await;
 }

@@ -150,3 +150,36 @@ pub async fn run_counted(
         ttfb_p99_us: stream.then(|| pct(&ttfb, 0.99)),
     }
 }
+
+/// Create the benchmark's virtual key (a daily budget, a team with a monthly one, and
+/// every per-key gate on) and return its secret.
+pub async fn bench_key(base_url: &str, admin_key: &str) -> Result<String, String> {
+    let c = reqwest::Client::new();
+    let post = |path: &str, body: serde_json::Value| {
+        c.post(format!("{base_url}{path}"))
+            .bearer_auth(admin_key)
+            .header("content-type", "application/json")
+            .body(body.to_string())
+            .send()
+    };
+    let team = serde_json::json!({"id": "bench", "name": "bench",
+        "budgets": [{"period": "monthly", "limit_usd": 1.0e9}],
+        "limits": {"rpm": 1_000_000_000u64, "tpm": 1_000_000_000_000u64, "max_concurrency": 100_000}});
+    let r = post("/admin/teams", team)
+        .await
+        .map_err(|e| e.to_string())?;
+    if !r.status().is_success() {
+        return Err(format!("creating the bench team: HTTP {}", r.status()));
+    }
+    let key = serde_json::json!({"name": "bench", "team_id": "bench",
+        "budgets": [{"period": "daily", "limit_usd": 1.0e9}],
+        "limits": {"rpm": 1_000_000_000u64, "tpm": 1_000_000_000_000u64, "max_concurrency": 100_000}});
+    let r = post("/admin/keys", key).await.map_err(|e| e.to_string())?;
+    let status = r.status();
+    let text = r.text().await.map_err(|e| e.to_string())?;
+    let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| e.to_string())?;
+    match v["secret"].as_str() {
+        Some(s) if status.is_success() => Ok(s.to_string()),
+        _ => Err(format!("creating the bench key: HTTP {status}")),
+    }
+}

@@ -278,6 +278,8 @@ impl ResponseCache {
     /// `dimensions`, the namespace and the salt (the same rules as a chat key), or `None` for
     /// an unknown scope. A text is keyed under `input` and token ids under `input_tokens`,
     /// so the ids `[1, 2]` never share an entry with the text `"[1,2]"`.
+    // One argument per part of the key material, as `KeyInput` names them for a chat key.
+    #[allow(clippy::too_many_arguments)]
     pub fn embedding_key(
         &self,
         scope: &str,

@@ -231,7 +231,6 @@ pub(crate) async fn run_embed(
 ) -> Result<EmbeddingResponse, GatewayError> {
     req.validate()?;
     let scope = scope_of(&inner, &req.model)?;
-    super::tenancy::may_use(req.options.principal.as_deref(), &req.model)?;
     let call = LeanCall::new(
         &inner,
         scope,
@@ -245,9 +244,33 @@ pub(crate) async fn run_embed(
         ..LeanState::default()
     };
     let span = tracing::info_span!("embed", call_id = %call.call_id, scope = %call.scope);
-    let result = with_deadline(deadline, embed_inner(&inner, &call, &req, &mut st))
-        .instrument_in(span)
-        .await;
+    let result = match super::tenancy::lean::admit(
+        &inner,
+        scope,
+        req.options.principal.as_ref(),
+        &req.model,
+        Some(embedding_tokens(&req.input)),
+        |s| s.component.info().capabilities.embedding,
+        &mut st,
+    )
+    .await
+    {
+        Ok(gate) => {
+            let r = with_deadline(deadline, embed_inner(&inner, &call, &req, &mut st))
+                .instrument_in(span)
+                .await;
+            let tokens = r.as_ref().ok().map(|r| {
+                if r.upstream_batches == 0 {
+                    0
+                } else {
+                    r.usage.map_or(0, |u| u.total_tokens)
+                }
+            });
+            gate.settle(&st, tokens, r.is_err()).await;
+            r
+        }
+        Err(e) => Err(e),
+    };
     guard.row = None;
     let (usage, usage_source, response) = match &result {
         Ok(r) => (
@@ -471,6 +494,15 @@ async fn embed_inner(
         attempts: st.attempts,
         latency_ms: u64::try_from(call.started.elapsed().as_millis()).unwrap_or(u64::MAX),
     })
+}
+
+/// The token bound of embedding inputs: a text's UTF-8 bytes (a byte-level BPE token covers
+/// at least one byte), a token-id array's length.
+pub(crate) fn embedding_tokens(input: &EmbeddingInput) -> u64 {
+    match input {
+        EmbeddingInput::Texts(t) => t.iter().map(|s| s.len() as u64).sum(),
+        EmbeddingInput::Tokens(t) => t.iter().map(|v| v.len() as u64).sum(),
+    }
 }
 
 #[cfg(test)]

@@ -66,6 +66,10 @@ pub(crate) struct LeanState {
     pub last_attempt_ms: Option<u64>,
     /// When the call's deadline passes; bounds the loop's waits and back-offs.
     pub deadline: Option<tokio::time::Instant>,
+    /// Raised when the first attempt starts (a budget reservation's cancellation rule).
+    pub upstream_sent: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
+    /// What the call's attempts were billed (their rows' cost).
+    pub billed: super::sink::Billed,
 }
 
 /// A successful run: the answer and the index of the source that gave it.
@@ -122,6 +126,9 @@ impl<O: LeanOp> Operation for Lean<'_, O> {
         self.st.last_source = Some(idx);
         self.previous = Some(idx);
         self.st.attempts += 1;
+        if let Some(sent) = &self.st.upstream_sent {
+            sent.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
     }
 
     async fn attempt<'a>(
@@ -150,9 +157,10 @@ impl<O: LeanOp> Operation for Lean<'_, O> {
         let latency = started.elapsed();
         cut.finished();
         self.st.last_attempt_ms = Some(u64::try_from(latency.as_millis()).unwrap_or(u64::MAX));
-        inner
-            .recorder
-            .record(op.attempt_row(inner, attempt_id, source, &outcome, latency));
+        let row = op.attempt_row(inner, attempt_id, source, &outcome, latency);
+        let had_usage = row.prompt_tokens.is_some();
+        let cost = inner.recorder.record(row);
+        self.st.billed.add(had_usage, cost);
         (outcome, latency)
     }
 

@@ -75,7 +75,6 @@ async fn run_ocr<O: LeanOp>(
 ) -> Result<Done<O::Output>, GatewayError> {
     req.validate()?;
     let scope = scope_of(&inner, &req.model)?;
-    super::tenancy::may_use(req.options.principal.as_deref(), &req.model)?;
     let (media_type, ext) = sniff(&req.image);
     let upload = Upload {
         file_name: req
@@ -98,9 +97,26 @@ async fn run_ocr<O: LeanOp>(
     let op = make(call.clone(), upload);
     let seed = scope.seed.fetch_add(1, Ordering::Relaxed);
     let span = tracing::info_span!("ocr", kind, call_id = %call.call_id, scope = %call.scope);
-    let result = with_deadline(deadline, lean::run(&inner, scope, &op, &mut st, seed))
-        .instrument(span)
-        .await;
+    let result = match super::tenancy::lean::admit(
+        &inner,
+        scope,
+        req.options.principal.as_ref(),
+        &req.model,
+        None,
+        |_| true,
+        &mut st,
+    )
+    .await
+    {
+        Ok(gate) => {
+            let r = with_deadline(deadline, lean::run(&inner, scope, &op, &mut st, seed))
+                .instrument(span)
+                .await;
+            gate.settle(&st, Some(0), r.is_err()).await;
+            r
+        }
+        Err(e) => Err(e),
+    };
     guard.row = None;
     let response = result.as_ref().ok().map(|a| stored(&inner, &a.output));
     inner.recorder.record(call.terminal_row(

@@ -174,7 +174,7 @@ impl Inner {
         };
         let tenancy = match previous {
             Some(p) => p.tenancy.clone(),
-            None => super::super::tenancy::Tenancy::start(&settings, clock, injected_clock).await?,
+            None => super::tenancy::Tenancy::start(&settings, clock, injected_clock).await?,
         };
         Ok(Inner {
             settings,

@@ -10,7 +10,9 @@
 
 mod build;
 pub(crate) mod error;
+pub(crate) mod gates;
 mod plugins;
+pub(crate) mod tenancy;
 
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
@@ -107,7 +109,7 @@ pub(crate) struct Inner {
     pub entropy: Arc<Entropy>,
     /// Virtual keys, their budgets and gates (`PGW_VIRTUAL_KEYS`); process-wide, kept by
     /// reloads.
-    pub tenancy: Option<Arc<super::tenancy::Tenancy>>,
+    pub tenancy: Option<Arc<tenancy::Tenancy>>,
 }
 
 impl Inner {

@@ -13,9 +13,10 @@ use crate::governance::limiter::{FailureKind, Permit};
 use super::super::layer::Layer;
 use super::super::request::ChatRequest;
 use super::super::response::ChatResponse;
+use super::super::runtime::gates;
 use super::super::runtime::{Inner, ScopeRuntime};
 use super::super::sink::{CallState, Sink};
-use super::{estimate, gates};
+use super::estimate;
 
 /// The access layer, with the layers inside it.
 #[derive(Debug, Clone, Copy)]

@@ -18,9 +18,10 @@ use crate::governance::budget::{BudgetAdmission, Reservation, rfc3339, usd_to_mi
 use super::super::layer::Layer;
 use super::super::request::ChatRequest;
 use super::super::response::ChatResponse;
+use super::super::runtime::tenancy::Tenancy;
 use super::super::runtime::{Inner, ScopeRuntime};
 use super::super::sink::{CallState, Sink};
-use super::{Tenancy, estimate, owner_of};
+use super::{estimate, owner_of};
 
 /// The spend layer, with the layers inside it.
 #[derive(Debug, Clone, Copy)]
