@@ -48,8 +48,8 @@ pub enum KeysError {
     /// A team id that is taken. HTTP 409.
     #[error("{what} `{id}` already exists")]
     Conflict { what: &'static str, id: String },
-    /// `PGW_VIRTUAL_KEYS` is off. HTTP 503.
-    #[error("virtual keys are off: set PGW_VIRTUAL_KEYS=true (and PGW_KEY_HASH_SECRET)")]
+    /// `PGW_VIRTUAL_KEYS` is off. HTTP 404 on the admin API.
+    #[error("virtual keys are off: set PGW_VIRTUAL_KEYS=true")]
     Disabled,
     /// The database failed or holds a row this version cannot read. HTTP 503.
     #[error("key store: {0}")]

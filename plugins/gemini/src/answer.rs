@@ -35,6 +35,8 @@
 //! to say (Gemini sends usage-only chunks); a body that is not a JSON object of this shape
 //! (or not UTF-8) → `Err(transient, "malformed …")`.
 
+use std::borrow::Cow;
+
 use polygateway_plugin_sdk::bindings::polygateway::plugin::types::{
     EncryptedReasoning, ReasoningSignature,
 };
@@ -47,76 +49,107 @@ use serde_json::value::RawValue;
 
 use crate::REASONING_FORMAT;
 use crate::errors::classify_in_band;
-use crate::json::{compact, count, quote, text};
+use crate::json::{compact, quote};
+use crate::lenient::{Count, Lenient, Object, Unsigned};
 
 /// How many characters of an unparseable body are quoted in the error message.
 const QUOTE_CHARS: usize = 200;
 
-/// One `GenerateContentResponse`, as much of it as the contract reads. Scalars are kept as
-/// [`Value`]s so that an unexpected type is treated as absent rather than as an error.
+/// One `GenerateContentResponse`, as much of it as the contract reads, borrowing its strings
+/// from the JSON text where it can. Scalars are [`Lenient`], so that an unexpected type is
+/// treated as absent rather than as an error; `usageMetadata` that is not an object is
+/// absent too.
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Chunk {
+pub struct Chunk<'a> {
     #[serde(default)]
     error: Option<Value>,
-    #[serde(default)]
-    candidates: Option<Vec<Candidate>>,
+    #[serde(default, borrow)]
+    candidates: Option<Vec<Candidate<'a>>>,
     #[serde(default)]
     prompt_feedback: Option<Value>,
     #[serde(default)]
-    usage_metadata: Option<Value>,
-    #[serde(default)]
-    model_version: Option<Value>,
-    #[serde(default)]
-    response_id: Option<Value>,
+    usage_metadata: Option<Object<UsageIn>>,
+    #[serde(default, borrow)]
+    model_version: Option<Lenient<Cow<'a, str>>>,
+    #[serde(default, borrow)]
+    response_id: Option<Lenient<Cow<'a, str>>>,
 }
 
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct Candidate {
+struct Candidate<'a> {
     #[serde(default)]
-    index: Option<Value>,
-    #[serde(default)]
-    content: Option<CandidateContent>,
-    #[serde(default)]
-    finish_reason: Option<Value>,
+    index: Option<Lenient<Unsigned>>,
+    #[serde(default, borrow)]
+    content: Option<CandidateContent<'a>>,
+    #[serde(default, borrow)]
+    finish_reason: Option<Lenient<Cow<'a, str>>>,
 }
 
 #[derive(Debug, Deserialize)]
-struct CandidateContent {
-    #[serde(default)]
-    parts: Option<Vec<PartIn>>,
+struct CandidateContent<'a> {
+    #[serde(default, borrow)]
+    parts: Option<Vec<PartIn<'a>>>,
 }
 
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct PartIn {
+struct PartIn<'a> {
+    #[serde(default, borrow)]
+    text: Option<Lenient<Cow<'a, str>>>,
     #[serde(default)]
-    text: Option<Value>,
-    #[serde(default)]
-    thought: Option<Value>,
-    #[serde(default)]
-    thought_signature: Option<Value>,
-    #[serde(default)]
-    function_call: Option<FunctionCallIn>,
+    thought: Option<Lenient<bool>>,
+    #[serde(default, borrow)]
+    thought_signature: Option<Lenient<Cow<'a, str>>>,
+    #[serde(default, borrow)]
+    function_call: Option<FunctionCallIn<'a>>,
 }
 
 #[derive(Debug, Deserialize)]
-struct FunctionCallIn {
-    #[serde(default)]
-    name: Option<Value>,
-    #[serde(default)]
-    id: Option<Value>,
+struct FunctionCallIn<'a> {
+    #[serde(default, borrow)]
+    name: Option<Lenient<Cow<'a, str>>>,
+    #[serde(default, borrow)]
+    id: Option<Lenient<Cow<'a, str>>>,
     #[serde(default)]
     args: Option<Box<RawValue>>,
 }
 
-impl Chunk {
+/// `usageMetadata`'s counts (see [`usage`]); other keys are skipped.
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct UsageIn {
+    #[serde(default)]
+    prompt_token_count: Option<Lenient<Count>>,
+    #[serde(default)]
+    candidates_token_count: Option<Lenient<Count>>,
+    #[serde(default)]
+    thoughts_token_count: Option<Lenient<Count>>,
+    #[serde(default)]
+    tool_use_prompt_token_count: Option<Lenient<Count>>,
+    #[serde(default)]
+    cached_content_token_count: Option<Lenient<Count>>,
+}
+
+/// A non-empty string field.
+fn text<'s>(v: Option<&'s Lenient<Cow<'_, str>>>) -> Option<&'s str> {
+    v.and_then(Lenient::get)
+        .map(|s| s.as_ref())
+        .filter(|s| !s.is_empty())
+}
+
+/// A count field.
+fn count(v: Option<&Lenient<Count>>) -> Option<u64> {
+    v.and_then(Lenient::get).map(|c| c.0)
+}
+
+impl<'a> Chunk<'a> {
     /// Parse one chunk's JSON text.
     ///
     /// Errors: not a JSON object of the chunk's shape → `transient`, quoting the text after
     /// `what` (e.g. `malformed SSE data: …`).
-    pub fn parse(text: &str, what: &str) -> Result<Self, ClassifiedError> {
+    pub fn parse(text: &'a str, what: &str) -> Result<Self, ClassifiedError> {
         serde_json::from_str(text).map_err(|_| malformed(what, text))
     }
 }
@@ -147,7 +180,11 @@ impl Answer {
     /// Append the deltas of one chunk to `out`.
     ///
     /// Errors: the chunk carries an `error` object.
-    pub fn chunk(&mut self, chunk: &Chunk, out: &mut Vec<Delta>) -> Result<(), ClassifiedError> {
+    pub fn chunk(
+        &mut self,
+        chunk: &Chunk<'_>,
+        out: &mut Vec<Delta>,
+    ) -> Result<(), ClassifiedError> {
         if let Some(error) = chunk.error.as_ref().filter(|e| !e.is_null()) {
             return Err(classify_in_band(error));
         }
@@ -162,14 +199,15 @@ impl Answer {
         }
         let candidate = chunk.candidates.as_deref().and_then(|c| {
             c.iter()
-                .find(|c| c.index.as_ref().is_none_or(|i| i.as_u64() == Some(0)))
+                .find(|c| c.index.as_ref().is_none_or(|i| i.0 == Some(Unsigned(0))))
         });
         let blocked = candidate.is_none()
             && chunk
                 .prompt_feedback
                 .as_ref()
-                .and_then(|f| text(f.get("blockReason")))
-                .is_some();
+                .and_then(|f| f.get("blockReason"))
+                .and_then(Value::as_str)
+                .is_some_and(|r| !r.is_empty());
         if (candidate.is_some() || blocked) && !self.role_sent {
             self.role_sent = true;
             out.push(Delta::Role("assistant".to_owned()));
@@ -188,7 +226,12 @@ impl Answer {
                 finish = Some(finish_reason(reason, self.calls > 0));
             }
         }
-        if let Some(usage) = chunk.usage_metadata.as_ref().and_then(usage) {
+        if let Some(usage) = chunk
+            .usage_metadata
+            .as_ref()
+            .and_then(|u| u.0.as_ref())
+            .and_then(usage)
+        {
             self.pending_usage = Some(usage);
         }
         match finish {
@@ -221,7 +264,7 @@ impl Answer {
         }
     }
 
-    fn part(&mut self, part: &PartIn, out: &mut Vec<Delta>) {
+    fn part(&mut self, part: &PartIn<'_>, out: &mut Vec<Delta>) {
         let signature = text(part.thought_signature.as_ref()).map(str::to_owned);
         if let Some(call) = &part.function_call {
             let index = self.calls;
@@ -249,7 +292,7 @@ impl Answer {
             return;
         }
         let content = text(part.text.as_ref()).map(str::to_owned);
-        if part.thought.as_ref().and_then(Value::as_bool) == Some(true) {
+        if part.thought.as_ref().and_then(Lenient::get) == Some(&true) {
             if let Some(reasoning) = content {
                 out.push(Delta::Reasoning(reasoning));
             }
@@ -309,20 +352,20 @@ pub fn finish_reason(reason: &str, had_calls: bool) -> FinishReason {
 /// absent; note that Google's JSON leaves zero counts out), `cache-write-tokens` none (Gemini
 /// reports no cache writes). None unless `promptTokenCount` or `candidatesTokenCount` is a
 /// count.
-pub fn usage(u: &Value) -> Option<Usage> {
-    let prompt = count(u.get("promptTokenCount"));
-    let candidates = count(u.get("candidatesTokenCount"));
+pub fn usage(u: &UsageIn) -> Option<Usage> {
+    let prompt = count(u.prompt_token_count.as_ref());
+    let candidates = count(u.candidates_token_count.as_ref());
     if prompt.is_none() && candidates.is_none() {
         return None;
     }
-    let thoughts = count(u.get("thoughtsTokenCount"));
-    let tool_use = count(u.get("toolUsePromptTokenCount"));
+    let thoughts = count(u.thoughts_token_count.as_ref());
+    let tool_use = count(u.tool_use_prompt_token_count.as_ref());
     Some(Usage {
         prompt_tokens: prompt.unwrap_or(0).saturating_add(tool_use.unwrap_or(0)),
         completion_tokens: candidates
             .unwrap_or(0)
             .saturating_add(thoughts.unwrap_or(0)),
-        cached_prompt_tokens: count(u.get("cachedContentTokenCount")),
+        cached_prompt_tokens: count(u.cached_content_token_count.as_ref()),
         reasoning_tokens: thoughts,
         cache_write_tokens: None,
     })

@@ -1,5 +1,5 @@
 //! Small JSON helpers shared by the request and answer sides: raw values kept verbatim,
-//! compaction of a raw JSON text, token counts, JSON-object texts parsed into top-level maps,
+//! compaction of a raw JSON text, JSON-object texts parsed into top-level maps,
 //! and the error messages that name a contract field.
 
 use std::collections::BTreeMap;
@@ -51,30 +51,6 @@ pub fn compact(text: &str) -> String {
         }
     }
     out
-}
-
-/// A non-negative integer token count (integral floats accepted); anything else is absent.
-///
-/// # Example
-/// ```text
-/// use serde_json::json;
-/// assert_eq!(gemini::json::count(Some(&json!(12))), Some(12));
-/// assert_eq!(gemini::json::count(Some(&json!(3.0))), Some(3));
-/// assert_eq!(gemini::json::count(Some(&json!(-1))), None);
-/// assert_eq!(gemini::json::count(Some(&json!("7"))), None);
-/// ```
-pub fn count(v: Option<&Value>) -> Option<u64> {
-    let v = v?;
-    v.as_u64().or_else(|| {
-        let f = v.as_f64()?;
-        // `as` saturates; the guard keeps fractions, negatives and non-finite values out.
-        (f.is_finite() && f >= 0.0 && f.fract() == 0.0).then_some(f as u64)
-    })
-}
-
-/// A string field, when present and non-empty.
-pub fn text(v: Option<&Value>) -> Option<&str> {
-    v.and_then(Value::as_str).filter(|s| !s.is_empty())
 }
 
 /// Parse the text of a JSON object into its top-level keys (values verbatim). Empty or

@@ -15,7 +15,8 @@
 //!   [`stream`] is the `stream-parser` built on it;
 //! - [`errors`] — `classify-error` and the error objects that arrive inside a 200;
 //! - [`embedding`] — `batchEmbedContents`;
-//! - [`path`] and [`json`] — model path segments and small JSON helpers.
+//! - [`path`] and [`json`] — model path segments and small JSON helpers; [`lenient`] —
+//!   answer fields read as one expected type without a `serde_json::Value`.
 //!
 //! OCR is not served: `build-ocr-request` answers `unsupported`, the parse functions
 //! `result-invalid` (never called), and there is no health probe.
@@ -34,6 +35,7 @@ pub mod contents;
 pub mod embedding;
 pub mod errors;
 pub mod json;
+pub mod lenient;
 pub mod params;
 pub mod path;
 pub mod request;

@@ -282,6 +282,33 @@ fn finish_done_and_usage_rules() {
     }
 }
 
+/// A field of an unexpected type is absent, never an error: a numeric text or model, a
+/// string `thought`, a `usageMetadata` that is not an object, a string or float index; an
+/// escaped text arrives unescaped.
+#[test]
+fn wrong_types_are_absent_and_escapes_kept() {
+    let sse = [
+        data(r#"{"modelVersion":7,"responseId":[1],"candidates":[{"index":"0","content":{"parts":[{"text":"no"}]}},{"index":0.0,"content":{"parts":[{"text":"no"}]}}],"usageMetadata":"x"}"#),
+        data(r#"{"modelVersion":"gemini-2.5-flash","candidates":[{"content":{"parts":[{"text":5},{"text":"a\"b\u00e9\n","thought":"true"},{"text":"t","thought":true,"thoughtSignature":{"x":1}}]}}],"usageMetadata":{"promptTokenCount":"3","candidatesTokenCount":2.0,"thoughtsTokenCount":-1,"promptTokensDetails":[{"modality":"TEXT","tokenCount":3}]}}"#),
+        data(r#"{"candidates":[{"finishReason":5}]}"#),
+        data(r#"{"candidates":[{"finishReason":"STOP"}]}"#),
+    ]
+    .concat();
+    replay_all_batches(&sse).unwrap();
+    assert_eq!(
+        replay(&sse, 1).unwrap(),
+        vec![
+            Delta::Model("gemini-2.5-flash".into()),
+            Delta::Role("assistant".into()),
+            Delta::Content("a\"bé\n".into()),
+            Delta::Reasoning("t".into()),
+            Delta::Finish(FinishReason::Stop),
+            usage(0, 2, None, None),
+            Delta::Done,
+        ]
+    );
+}
+
 #[test]
 fn stream_errors_are_classified() {
     let sse = include_str!("../../conformance/streams/quota_mid_stream.sse");

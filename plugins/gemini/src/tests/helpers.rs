@@ -1,9 +1,12 @@
-//! The small helpers of [`crate::json`] and [`crate::path`] (their documented examples, which
+//! The small helpers of [`crate::json`], [`crate::lenient`] and [`crate::path`] (their documented examples, which
 //! rustdoc cannot run on a `cdylib` crate).
 
 use serde_json::json;
 
-use crate::json::{camel_case, compact, count, parse_object, quote, raw};
+use std::borrow::Cow;
+
+use crate::json::{camel_case, compact, parse_object, quote, raw};
+use crate::lenient::{Count, Lenient, Object, Unsigned};
 use crate::path::{chat_path, embed_path, model_name, model_segment};
 
 #[test]
@@ -13,12 +16,6 @@ fn json_helpers() {
         compact("{ \"a\" : [1, 2.50],\n \"b\": \"x y \\\" z\" }"),
         r#"{"a":[1,2.50],"b":"x y \" z"}"#
     );
-    assert_eq!(count(Some(&json!(12))), Some(12));
-    assert_eq!(count(Some(&json!(3.0))), Some(3));
-    assert_eq!(count(Some(&json!(2.5))), None);
-    assert_eq!(count(Some(&json!(-1))), None);
-    assert_eq!(count(Some(&json!("7"))), None);
-    assert_eq!(count(None), None);
     let o = parse_object("overlay-json", r#"{"b": [1], "a": 2}"#).unwrap();
     assert_eq!(o.keys().collect::<Vec<_>>(), ["a", "b"]);
     assert_eq!(o["b"].get(), "[1]");
@@ -65,5 +62,66 @@ fn path_helpers() {
     assert_eq!(
         embed_path("gemini-embedding-001"),
         "/v1beta/models/gemini-embedding-001:batchEmbedContents"
+    );
+}
+
+/// Each lenient reader takes its own type and reads every other JSON value as absent,
+/// consuming it whole (the next key still parses).
+#[test]
+fn lenient_values() {
+    let count = |t: &str| serde_json::from_str::<Lenient<Count>>(t).unwrap().0;
+    assert_eq!(count("12"), Some(Count(12)));
+    assert_eq!(count("3.0"), Some(Count(3)));
+    for other in [
+        "2.5",
+        "-1",
+        "\"7\"",
+        "null",
+        "true",
+        "[1, [2]]",
+        "{\"a\": {\"b\": 1}}",
+    ] {
+        assert_eq!(count(other), None, "{other}");
+    }
+    let unsigned = |t: &str| serde_json::from_str::<Lenient<Unsigned>>(t).unwrap().0;
+    assert_eq!(unsigned("0"), Some(Unsigned(0)));
+    assert_eq!(unsigned("0.0"), None);
+    assert_eq!(unsigned("-3"), None);
+    let flag = |t: &str| serde_json::from_str::<Lenient<bool>>(t).unwrap().0;
+    assert_eq!(flag("true"), Some(true));
+    assert_eq!(flag("\"true\""), None);
+    let plain = serde_json::from_str::<Lenient<Cow<'_, str>>>("\"gemini-2.5\"").unwrap();
+    assert!(matches!(plain.0, Some(Cow::Borrowed("gemini-2.5"))));
+    let escaped = serde_json::from_str::<Lenient<Cow<'_, str>>>(r#""a\"b\u00e9""#).unwrap();
+    assert_eq!(escaped.0.as_deref(), Some("a\"bé"));
+    assert_eq!(
+        serde_json::from_str::<Lenient<Cow<'_, str>>>("7")
+            .unwrap()
+            .0,
+        None
+    );
+    #[derive(Debug, PartialEq, serde::Deserialize)]
+    struct Two {
+        #[serde(default)]
+        a: Option<Lenient<Count>>,
+        #[serde(default)]
+        b: Option<Box<Object<Two>>>,
+    }
+    let two: Two = serde_json::from_str(r#"{"b": [1, {"x": 2}], "a": {"y": [3]}}"#).unwrap();
+    assert_eq!(
+        two,
+        Two {
+            a: Some(Lenient(None)),
+            b: Some(Box::new(Object(None)))
+        }
+    );
+    let nested: Two = serde_json::from_str(r#"{"a": 4, "b": {"a": 5, "z": 6}}"#).unwrap();
+    assert_eq!(nested.a, Some(Lenient(Some(Count(4)))));
+    assert_eq!(
+        nested.b,
+        Some(Box::new(Object(Some(Two {
+            a: Some(Lenient(Some(Count(5)))),
+            b: None
+        }))))
     );
 }
