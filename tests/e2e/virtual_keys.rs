@@ -669,3 +669,103 @@ async fn embeddings_are_charged_to_the_keys_budget_and_refused_past_it() {
     assert_eq!(billed, 3.0);
     gw.stop().await;
 }
+
+/// [`body`] with another question of the same 21 bytes (the same 39 USD reservation), so
+/// that the response cache does not answer it: `n` < 100.
+fn fresh_body(n: usize) -> Value {
+    let mut b = body();
+    b["messages"][0]["content"] = json!(format!("say hello to test {n:02}!"));
+    b
+}
+
+/// A budget added to a key that already spent in the period counts that spend: its first
+/// call seeds the budget from the ledger (20 USD spent + 39 reserved > 45), where a counter
+/// starting at zero would let it through (0 + 39 ≤ 45).
+#[tokio::test]
+async fn a_budget_added_later_counts_the_periods_spend_from_the_ledger() {
+    let m = mock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("calls.db");
+    let gw = gateway(keyed_env(&m, "vk-added", &db)).await;
+    let (id, k) = create_key(&gw, json!({"name": "later"})).await;
+    for n in 0..2 {
+        assert_eq!(call(&gw, &k, &fresh_body(n), &[]).await.0, 200);
+    }
+    assert_eq!(ledger_spend(&db, &id, 2).await, 2.0 * BILLED_USD);
+    let (s, v) = admin(
+        &gw,
+        "PATCH",
+        &format!("/admin/keys/{id}"),
+        Some(json!({"budgets": [{"period": "daily", "limit_usd": 45.0}]})),
+    )
+    .await;
+    assert_eq!(s, 200, "{v}");
+    let (s, _, v) = call(&gw, &k, &fresh_body(2), &[]).await;
+    assert_eq!(s, 429, "{v}");
+    assert_eq!(v["error"]["type"], "budget_exceeded");
+    assert_eq!(v["error"]["total_usd"], json!(20.0));
+    assert_eq!(v["error"]["needed_usd"], json!(39.0));
+    assert_eq!(hits(&m, "vk-added").await.len(), 2);
+    // Raised to 60: one more call fits (20 + 39), and settles to 10.
+    let (s, v) = admin(
+        &gw,
+        "PATCH",
+        &format!("/admin/keys/{id}"),
+        Some(json!({"budgets": [{"period": "daily", "limit_usd": 60.0}]})),
+    )
+    .await;
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(call(&gw, &k, &fresh_body(3), &[]).await.0, 200);
+    let (s, _, v) = call(&gw, &k, &fresh_body(4), &[]).await;
+    assert_eq!(s, 429, "{v}");
+    assert_eq!(v["error"]["total_usd"], json!(30.0));
+    assert_eq!(hits(&m, "vk-added").await.len(), 3);
+}
+
+/// With budgets on Redis, a Redis outage refuses a budgeted key's calls before any
+/// upstream request (503 `governance_backend_down`, naming the budgets), and the key is
+/// served again once Redis is back, without a restart.
+#[tokio::test]
+async fn a_redis_outage_fails_a_budgeted_key_closed_and_recovers() {
+    let m = mock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("calls.db");
+    let mut fwd = polygateway_tests::TcpForwarder::start("127.0.0.1:6379".parse().unwrap()).await;
+    let mut env = keyed_env(&m, "vk-outage", &db);
+    env.extend([
+        kv("PGW_LIMITER_BACKEND", "redis"),
+        kv("PGW_REDIS_URL", format!("redis://{}", fwd.addr)),
+        kv("PGW_REDIS_PREFIX", unique("vk_outage")),
+    ]);
+    let gw = gateway(env).await;
+    let (_, k) = create_key(
+        &gw,
+        json!({"name": "o", "budgets": [{"period": "monthly", "limit_usd": 1000.0}]}),
+    )
+    .await;
+    assert_eq!(call(&gw, &k, &fresh_body(0), &[]).await.0, 200);
+    fwd.stop().await;
+    for n in 1..4 {
+        let (s, h, v) = call(&gw, &k, &fresh_body(n), &[]).await;
+        assert_eq!(s, 503, "{v}");
+        assert_eq!(v["error"]["reason"], "governance_backend_down", "{v}");
+        let message = v["error"]["message"].as_str().unwrap();
+        assert!(
+            message.contains("the spend budgets of this key cannot be checked"),
+            "{message}"
+        );
+        assert_eq!(h["retry-after"], "5");
+    }
+    assert_eq!(
+        hits(&m, "vk-outage").await.len(),
+        1,
+        "nothing went upstream unmetered"
+    );
+    fwd.restart().await;
+    eventually(20, || {
+        let (gw, k) = (&gw, &k);
+        async move { (call(gw, k, &fresh_body(4), &[]).await.0 == 200).then_some(()) }
+    })
+    .await;
+    assert_eq!(hits(&m, "vk-outage").await.len(), 2);
+}

@@ -3,8 +3,17 @@
 //! the per-owner rate gates (`gates.rs`) — started once with the first configuration and
 //! kept by reloads, so spend and gates never reset on a reload. The layers that use it are
 //! `pipeline/tenancy/`.
+//!
+//! A budget's counter is seeded from the ledger the first time this process charges it
+//! (docs/budgets.md#restarts): after a start, and when an admin adds a budget to a key or
+//! team that already spent in the period. From then on every charge of that budget goes
+//! through the store, so a later period starts from the store's zero without a ledger read.
 
+use std::collections::HashMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use arc_swap::ArcSwap;
 
 use crate::config::{Settings, StateBackend};
 use crate::governance::SharedClock;
@@ -13,7 +22,7 @@ use crate::governance::budget::{
 };
 use crate::governance::limiter::LimiterConfig;
 use crate::governance::redis_conn::RedisHandle;
-use crate::keys::{KeyRegistry, Owner, Principal, spent_since};
+use crate::keys::{BudgetSpec, KeyRegistry, Owner, Principal, spent_since};
 
 use super::error::StartError;
 use super::gates;
@@ -24,6 +33,19 @@ pub(crate) struct Tenancy {
     pub registry: Arc<KeyRegistry>,
     budgets: Arc<dyn BudgetBackend>,
     pub(crate) gates: gates::Gates,
+    clock: SharedClock,
+    /// Every budget this process has charged, and whether its seed from the ledger is done.
+    /// Read lock-free; a new budget's first charge adds its entry.
+    seeds: ArcSwap<HashMap<Arc<str>, Arc<Seed>>>,
+}
+
+/// The ledger seed of one budget in this process.
+#[derive(Debug, Default)]
+struct Seed {
+    done: AtomicBool,
+    /// Held by the one call that reads the ledger; the budget's other first calls wait for
+    /// it, so none is admitted against an unseeded counter.
+    running: tokio::sync::Mutex<()>,
 }
 
 impl std::fmt::Debug for Tenancy {
@@ -71,62 +93,64 @@ impl Tenancy {
             injected_clock,
             window,
         );
-        let t = Self {
+        Ok(Some(Arc::new(Self {
             registry,
             budgets,
             gates,
-        };
-        t.seed_from_ledger(clock.unix_ms()).await;
-        Ok(Some(Arc::new(t)))
+            clock: clock.clone(),
+            seeds: ArcSwap::from_pointee(HashMap::new()),
+        })))
     }
 
-    /// Rebuild every loaded key's and team's spend of its current periods from the ledger
-    /// (docs/budgets.md#restarts): the sum of the owner's `cost` since each period's start,
-    /// seeded into the store only where it holds nothing yet. A ledger that cannot be read
-    /// is a warning: the budgets then count from zero.
-    async fn seed_from_ledger(&self, now_ms: i64) {
-        let (keys, teams) = self.registry.snapshot();
-        let mut owners: Vec<(Owner<'_>, &str, &[crate::keys::BudgetSpec])> = Vec::new();
-        for k in &keys {
-            owners.push((Owner::Key(&k.id), "key", &k.budgets));
+    /// The budgets a call of `p` is charged against — the key's, then its team's — each
+    /// seeded from the ledger if this process has not charged it before (see the module
+    /// documentation). The first call of a budget waits for its seed; later calls check one
+    /// flag per budget.
+    pub(crate) async fn budget_lines(&self, p: &Principal) -> Vec<BudgetLine> {
+        let owned = owned_lines(p);
+        for (owner, l) in &owned {
+            let seed = self.seed_of(&l.bucket);
+            if seed.done.load(Ordering::Acquire) {
+                continue;
+            }
+            let _running = seed.running.lock().await;
+            if seed.done.load(Ordering::Acquire) {
+                continue;
+            }
+            self.seed_from_ledger(*owner, l).await;
+            seed.done.store(true, Ordering::Release);
         }
-        for t in &teams {
-            owners.push((Owner::Team(&t.id), "team", &t.budgets));
+        owned.into_iter().map(|(_, l)| l).collect()
+    }
+
+    fn seed_of(&self, bucket: &Arc<str>) -> Arc<Seed> {
+        if let Some(s) = self.seeds.load().get(bucket) {
+            return s.clone();
         }
-        for (owner, kind, budgets) in owners {
-            let id = match owner {
-                Owner::Key(id) | Owner::Team(id) => id,
-            };
-            for b in budgets {
-                let start = window(b.period, now_ms).start_ms;
-                match spent_since(self.registry.store(), owner, start).await {
-                    Ok(usd) => {
-                        let l = line(kind, id, b);
-                        if let Err(e) = self.budgets.seed(&l, start, usd_to_micro(usd)).await {
-                            tracing::warn!(budget = %l.bucket, error = %e, "cannot seed a budget from the ledger");
-                        }
-                    }
-                    Err(e) => {
-                        tracing::warn!(owner = %id, error = %e, "cannot read spend from the ledger; the budget counts from zero");
-                    }
+        let mut seed = None;
+        self.seeds.rcu(|m| {
+            let mut m = HashMap::clone(m);
+            seed = Some(m.entry(bucket.clone()).or_default().clone());
+            m
+        });
+        seed.unwrap_or_default()
+    }
+
+    /// Seed `line`'s current period with the owner's spend in it from the ledger. A ledger
+    /// that cannot be read, or a store that refuses the seed, is a warning: the budget then
+    /// counts from what the store holds.
+    async fn seed_from_ledger(&self, owner: Owner<'_>, line: &BudgetLine) {
+        let start = window(line.period, self.clock.unix_ms()).start_ms;
+        match spent_since(self.registry.store(), owner, start).await {
+            Ok(usd) => {
+                if let Err(e) = self.budgets.seed(line, start, usd_to_micro(usd)).await {
+                    tracing::warn!(budget = %line.bucket, error = %e, "cannot seed a budget from the ledger");
                 }
             }
-        }
-    }
-
-    /// The budgets a call of `p` is charged against: the key's, then its team's.
-    pub(crate) fn budget_lines(p: &Principal) -> Vec<BudgetLine> {
-        let mut lines = Vec::new();
-        let key = &p.key;
-        for b in &key.budgets {
-            lines.push(line("key", &key.id, b));
-        }
-        if let Some(team) = &p.team {
-            for b in &team.budgets {
-                lines.push(line("team", &team.id, b));
+            Err(e) => {
+                tracing::warn!(budget = %line.bucket, error = %e, "cannot read spend from the ledger; the budget counts from the store's value");
             }
         }
-        lines
     }
 
     /// The budget store.
@@ -135,7 +159,25 @@ impl Tenancy {
     }
 }
 
-fn line(kind: &str, id: &str, b: &crate::keys::BudgetSpec) -> BudgetLine {
+/// Every budget of `p` with its owner: the key's, then its team's.
+fn owned_lines(p: &Principal) -> Vec<(Owner<'_>, BudgetLine)> {
+    let key = &p.key;
+    let mut lines: Vec<_> = key
+        .budgets
+        .iter()
+        .map(|b| (Owner::Key(&key.id), line("key", &key.id, b)))
+        .collect();
+    if let Some(team) = &p.team {
+        lines.extend(
+            team.budgets
+                .iter()
+                .map(|b| (Owner::Team(&team.id), line("team", &team.id, b))),
+        );
+    }
+    lines
+}
+
+fn line(kind: &str, id: &str, b: &BudgetSpec) -> BudgetLine {
     BudgetLine {
         bucket: Arc::from(format!("{kind}:{id}:{}", b.period.as_str())),
         period: b.period,

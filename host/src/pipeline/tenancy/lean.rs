@@ -14,7 +14,6 @@ use crate::keys::Principal;
 
 use super::super::lean::LeanState;
 use super::super::runtime::gates;
-use super::super::runtime::tenancy::Tenancy;
 use super::super::runtime::{Inner, ScopeRuntime};
 use super::owner_of;
 
@@ -72,7 +71,7 @@ pub(crate) async fn admit(
     for permit in &mut gate.permits {
         permit.transport_started();
     }
-    let lines = Tenancy::budget_lines(p);
+    let lines = t.budget_lines(p).await;
     let Some(prompt) = prompt_tokens.filter(|_| !lines.is_empty()) else {
         return Ok(gate);
     };

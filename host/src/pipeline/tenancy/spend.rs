@@ -18,7 +18,6 @@ use crate::governance::budget::{BudgetAdmission, Reservation, rfc3339, usd_to_mi
 use super::super::layer::Layer;
 use super::super::request::ChatRequest;
 use super::super::response::ChatResponse;
-use super::super::runtime::tenancy::Tenancy;
 use super::super::runtime::{Inner, ScopeRuntime};
 use super::super::sink::{CallState, Sink};
 use super::{estimate, owner_of};
@@ -69,7 +68,7 @@ async fn charged<N: Layer>(
     let (Some(p), Some(t)) = (&req.principal, &inner.tenancy) else {
         return next.serve(inner, scope, req, st, sink).await;
     };
-    let lines = Tenancy::budget_lines(p);
+    let lines = t.budget_lines(p).await;
     if lines.is_empty() {
         return next.serve(inner, scope, req, st, sink).await;
     }
