@@ -123,9 +123,84 @@ pub struct Derived {
     pub wasm_vs_native_end_to_end: Option<f64>,
     /// CPU per call of the gateway serving a virtual key with budgets (key and team) and
     /// per-key gates, relative to the default gateway serving a static key, non-streamed and
-    /// streamed at the high concurrency (issue target ≤ 1.10).
+    /// streamed at the high concurrency (issue target ≤ 1.10): the median of
+    /// [`KEYED_PAIRS`] back-to-back pairs of runs (below), else the rows' single runs.
     pub keyed_vs_static_cpu_non_stream: Option<f64>,
     pub keyed_vs_static_cpu_stream: Option<f64>,
+    /// The ratio of each pair: the two gateways measured one right after the other, in
+    /// alternating order, so that a change in the machine's background load between the
+    /// rows' runs does not pass for a cost of the keyed path.
+    pub keyed_vs_static_cpu_pairs_non_stream: Vec<f64>,
+    pub keyed_vs_static_cpu_pairs_stream: Vec<f64>,
+}
+
+/// How many back-to-back pairs of runs measure the keyed path's CPU ratio.
+pub const KEYED_PAIRS: usize = 5;
+
+/// The median of `xs` (the mean of the middle two for an even count); `None` when empty.
+fn median(xs: &[f64]) -> Option<f64> {
+    let mut v: Vec<f64> = xs.iter().copied().filter(|x| x.is_finite()).collect();
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    match n {
+        0 => None,
+        _ if n % 2 == 1 => v.get(n / 2).copied(),
+        _ => Some((v[n / 2 - 1] + v[n / 2]) / 2.0),
+    }
+}
+
+/// Gateway CPU ms per call of one run against `gw`.
+async fn cpu_per_call(
+    gw: &process::GatewayChild,
+    stream: bool,
+    conc: usize,
+    duration: Duration,
+    key: &str,
+) -> Option<f64> {
+    let before = gw.cpu_seconds();
+    let s = load::run_with_key(
+        &format!("{}/v1/chat/completions", gw.base_url),
+        stream,
+        conc,
+        duration,
+        Some(key),
+    )
+    .await;
+    gw.cpu_seconds()
+        .zip(before)
+        .filter(|_| s.requests > 0)
+        .map(|(b, a)| (b - a) / s.requests as f64 * 1000.0)
+}
+
+/// [`KEYED_PAIRS`] pairs of runs of the static-key and the keyed gateway, back to back in
+/// alternating order: each pair's keyed / static CPU per call.
+async fn keyed_pairs(
+    on: &process::GatewayChild,
+    keyed: &process::GatewayChild,
+    vkey: &str,
+    stream: bool,
+    conc: usize,
+    duration: Duration,
+) -> Vec<f64> {
+    let mut ratios = Vec::with_capacity(KEYED_PAIRS);
+    for i in 0..KEYED_PAIRS {
+        let (s, k) = if i % 2 == 0 {
+            let s = cpu_per_call(on, stream, conc, duration, STATIC_KEY).await;
+            (s, cpu_per_call(keyed, stream, conc, duration, vkey).await)
+        } else {
+            let k = cpu_per_call(keyed, stream, conc, duration, vkey).await;
+            (
+                cpu_per_call(on, stream, conc, duration, STATIC_KEY).await,
+                k,
+            )
+        };
+        if let (Some(s), Some(k)) = (s, k)
+            && s > 0.0
+        {
+            ratios.push(k / s);
+        }
+    }
+    ratios
 }
 
 fn derive(rows: &[Row], chunks: usize, high: usize, micro: Option<&Micro>) -> Derived {
@@ -173,7 +248,22 @@ fn derive(rows: &[Row], chunks: usize, high: usize, micro: Option<&Micro>) -> De
             let native = cpu - m.attempt_wasm_ns / 1000.0 + m.attempt_native_ns / 1000.0;
             (native > 0.0).then(|| cpu / native)
         }),
+        keyed_vs_static_cpu_pairs_non_stream: Vec::new(),
+        keyed_vs_static_cpu_pairs_stream: Vec::new(),
     }
+}
+
+/// The derived figures with the keyed pairs' ratios: their medians replace the single runs'.
+fn with_pairs(mut d: Derived, [non_stream, stream]: [Vec<f64>; 2]) -> Derived {
+    if let Some(m) = median(&non_stream) {
+        d.keyed_vs_static_cpu_non_stream = Some(m);
+    }
+    if let Some(m) = median(&stream) {
+        d.keyed_vs_static_cpu_stream = Some(m);
+    }
+    d.keyed_vs_static_cpu_pairs_non_stream = non_stream;
+    d.keyed_vs_static_cpu_pairs_stream = stream;
+    d
 }
 
 /// CPU per call of `keyed` over `base`.
@@ -376,6 +466,14 @@ pub async fn run(opts: BenchOptions) -> Result<Report, String> {
             rows.push(row("gateway-keyed", &keyed, cpu_keyed));
         }
     }
+    // The keyed path's CPU ratio, from back-to-back pairs at the high concurrency.
+    let mut pairs = [Vec::new(), Vec::new()];
+    for (i, stream) in [false, true].into_iter().enumerate() {
+        if opts.wants(stream, opts.concurrency) {
+            let each = (opts.duration / 3).max(Duration::from_millis(500));
+            pairs[i] = keyed_pairs(&gw_on, &gw_keyed, &vkey, stream, opts.concurrency, each).await;
+        }
+    }
     let micro = match opts
         .only
         .is_empty()
@@ -394,7 +492,10 @@ pub async fn run(opts: BenchOptions) -> Result<Report, String> {
         chunks: opts.chunks,
         gateway_peak_rss_mib: gw_on.peak_rss_mib(),
         gateway_off_peak_rss_mib: gw_off.peak_rss_mib(),
-        derived: derive(&rows, opts.chunks, opts.concurrency, micro.as_ref()),
+        derived: with_pairs(
+            derive(&rows, opts.chunks, opts.concurrency, micro.as_ref()),
+            pairs,
+        ),
         rows,
         micro,
     };
@@ -411,6 +512,17 @@ pub async fn run(opts: BenchOptions) -> Result<Report, String> {
 
 fn us(x: f64) -> String {
     format!("{x:.0}")
+}
+
+/// A list of ratios as `0.98 1.02 …`, or `–`.
+fn pairs(xs: &[f64]) -> String {
+    if xs.is_empty() {
+        return "–".into();
+    }
+    xs.iter()
+        .map(|x| format!("{x:.2}"))
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 fn print_table(out: &mut impl Write, r: &Report) {
@@ -462,21 +574,23 @@ fn print_table(out: &mut impl Write, r: &Report) {
         );
         let _ = writeln!(
             out,
-            "plugin cost (anthropic provider): build-request wasm {:.2} µs vs native {:.2} µs; one SSE event wasm {:.2} µs vs native {:.2} µs ({:.2}× the openai chunk as wasm)",
+            "plugin cost (anthropic provider): build-request wasm {:.2} µs vs native {:.2} µs; one SSE event wasm {:.2} µs vs native {:.2} µs ({:.2}× the openai chunk as wasm, median of {} interleaved rounds; target ≤ 1.5×)",
             m.anthropic_request_wasm_ns / 1000.0,
             m.anthropic_request_native_ns / 1000.0,
             m.anthropic_event_wasm_ns / 1000.0,
             m.anthropic_event_native_ns / 1000.0,
-            m.anthropic_event_wasm_ns / m.chunk_wasm_ns.max(1.0)
+            m.anthropic_vs_openai_event,
+            micro::INTERLEAVED_ROUNDS
         );
         let _ = writeln!(
             out,
-            "plugin cost (gemini provider): build-request wasm {:.2} µs vs native {:.2} µs; one SSE event wasm {:.2} µs vs native {:.2} µs ({:.2}× the openai chunk as wasm)",
+            "plugin cost (gemini provider): build-request wasm {:.2} µs vs native {:.2} µs; one SSE event wasm {:.2} µs vs native {:.2} µs ({:.2}× the openai chunk as wasm, median of {} interleaved rounds; target ≤ 1.5×)",
             m.gemini_request_wasm_ns / 1000.0,
             m.gemini_request_native_ns / 1000.0,
             m.gemini_event_wasm_ns / 1000.0,
             m.gemini_event_native_ns / 1000.0,
-            m.gemini_event_wasm_ns / m.chunk_wasm_ns.max(1.0)
+            m.gemini_vs_openai_event,
+            micro::INTERLEAVED_ROUNDS
         );
         let _ = writeln!(
             out,
@@ -524,7 +638,9 @@ fn print_table(out: &mut impl Write, r: &Report) {
     );
     let _ = writeln!(
         out,
-        "  virtual key with budgets and per-key gates vs a static key, CPU per call at high concurrency: non-stream {}, stream {} (target ≤ 1.10×)",
+        "  virtual key with budgets and per-key gates vs a static key, CPU per call at high concurrency (median of {KEYED_PAIRS} back-to-back pairs: {} | {}): non-stream {}, stream {} (target ≤ 1.10×)",
+        pairs(&d.keyed_vs_static_cpu_pairs_non_stream),
+        pairs(&d.keyed_vs_static_cpu_pairs_stream),
         f(d.keyed_vs_static_cpu_non_stream, "×"),
         f(d.keyed_vs_static_cpu_stream, "×")
     );
@@ -567,5 +683,30 @@ mod tests {
             selected(&[NonStream, Stream, High]),
             vec![(false, 64), (true, 64)]
         );
+    }
+
+    #[test]
+    fn the_keyed_ratio_is_the_median_of_its_pairs() {
+        assert_eq!(median(&[]), None);
+        assert_eq!(median(&[1.3, 0.9, 1.0]), Some(1.0));
+        assert_eq!(median(&[1.2, 0.9, f64::NAN, 1.0, 1.1]), Some(1.05));
+        let single = Derived {
+            keyed_vs_static_cpu_non_stream: Some(1.4),
+            keyed_vs_static_cpu_stream: Some(0.8),
+            ..Derived::default()
+        };
+        let d = with_pairs(single.clone(), [vec![1.02, 0.97, 1.05], vec![]]);
+        assert_eq!(d.keyed_vs_static_cpu_non_stream, Some(1.02));
+        // No pairs (a filtered run): the rows' single runs stay.
+        assert_eq!(d.keyed_vs_static_cpu_stream, Some(0.8));
+        assert_eq!(
+            d.keyed_vs_static_cpu_pairs_non_stream,
+            vec![1.02, 0.97, 1.05]
+        );
+        assert_eq!(
+            pairs(&d.keyed_vs_static_cpu_pairs_non_stream),
+            "1.02 0.97 1.05"
+        );
+        assert_eq!(pairs(&[]), "–");
     }
 }
