@@ -104,11 +104,8 @@ fn interleaved(
         }
     }
     Ok(ratios
-        .into_iter()
-        .map(|mut v| {
-            v.sort_by(f64::total_cmp);
-            v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
-        })
+        .iter()
+        .map(|v| super::median(v).unwrap_or(f64::NAN))
         .collect())
 }
 
@@ -142,8 +139,7 @@ fn median_ns(iters: u32, mut one: impl FnMut() -> Result<(), String>) -> Result<
         }
         rounds.push(t.elapsed().as_nanos() as f64 / f64::from(per_round));
     }
-    rounds.sort_by(f64::total_cmp);
-    Ok(rounds[rounds.len() / 2])
+    Ok(super::median(&rounds).unwrap_or(f64::NAN))
 }
 
 /// A provider measured against its own native build: which component, and its native

@@ -138,7 +138,7 @@ pub struct Derived {
 pub const KEYED_PAIRS: usize = 5;
 
 /// The median of `xs` (the mean of the middle two for an even count); `None` when empty.
-fn median(xs: &[f64]) -> Option<f64> {
+pub(crate) fn median(xs: &[f64]) -> Option<f64> {
     let mut v: Vec<f64> = xs.iter().copied().filter(|x| x.is_finite()).collect();
     v.sort_by(f64::total_cmp);
     let n = v.len();
