@@ -21,6 +21,7 @@ pub mod error;
 pub mod fuzzing;
 pub mod governance;
 pub mod keys;
+pub mod ledger;
 pub mod mock;
 pub mod pipeline;
 pub mod plugin;

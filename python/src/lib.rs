@@ -37,6 +37,52 @@ static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 /// their malloc arenas kept RSS growing by ~10 MiB per 1,000 calls.
 const BLOCKING_THREADS: usize = 8;
 
+/// jemalloc's counters for the extension's Rust heap, in bytes: `{"allocated": live
+/// allocations, "resident": pages jemalloc holds in RAM (live, dirty and metadata)}`. With
+/// `purge`, jemalloc first returns its dirty pages to the system (they are otherwise kept
+/// for reuse and decay over about ten seconds), so `resident` — and the process's RSS — show
+/// what is live. The load test asserts that both stay flat across rounds of calls.
+///
+/// Errors: `RuntimeError` if jemalloc's statistics cannot be read or the purge fails.
+#[pyfunction]
+#[pyo3(signature = (purge = false))]
+fn allocator_stats(py: Python<'_>, purge: bool) -> PyResult<Py<pyo3::types::PyDict>> {
+    let err = |what: &str, e: String| {
+        pyo3::exceptions::PyRuntimeError::new_err(format!("jemalloc {what}: {e}"))
+    };
+    if purge {
+        // MALLCTL_ARENAS_ALL (4096): every arena. The control takes no value either way.
+        let name = c"arena.4096.purge";
+        // SAFETY: a NUL-terminated name and null old/new pointers with zero length, the
+        // calling convention of a control that neither reads nor writes a value.
+        let rc = unsafe {
+            tikv_jemalloc_sys::mallctl(
+                name.as_ptr(),
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+                0,
+            )
+        };
+        if rc != 0 {
+            return Err(err("purge", format!("mallctl returned {rc}")));
+        }
+    }
+    let read = || -> Result<(usize, usize), tikv_jemalloc_ctl::Error> {
+        // The counters are cached; advancing the epoch refreshes them.
+        tikv_jemalloc_ctl::epoch::advance()?;
+        Ok((
+            tikv_jemalloc_ctl::stats::allocated::read()?,
+            tikv_jemalloc_ctl::stats::resident::read()?,
+        ))
+    };
+    let (allocated, resident) = read().map_err(|e| err("statistics", e.to_string()))?;
+    let d = pyo3::types::PyDict::new(py);
+    d.set_item("allocated", allocated)?;
+    d.set_item("resident", resident)?;
+    Ok(d.unbind())
+}
+
 /// The extension module.
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -52,6 +98,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(gateway::start_from_env, m)?)?;
     m.add_function(wrap_pyfunction!(gateway::bench_roundtrip, m)?)?;
     m.add_function(wrap_pyfunction!(exit::quiesce, m)?)?;
+    m.add_function(wrap_pyfunction!(allocator_stats, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

@@ -84,6 +84,7 @@ impl Common {
             cache_namespace: self.cache_namespace,
             cache_salt: self.cache_salt,
             principal: None,
+            trace_parent: None,
         })
     }
 }

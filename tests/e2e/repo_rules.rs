@@ -536,6 +536,7 @@ const LAYERING: &[Rule] = &[
             "config",
             "error",
             "governance",
+            "ledger",
             "mock",
             "pipeline",
             "plugin",
@@ -553,6 +554,7 @@ const LAYERING: &[Rule] = &[
             "config",
             "error",
             "governance",
+            "ledger",
             "mock",
             "plugin",
             "telemetry",
@@ -614,6 +616,12 @@ const LAYERING: &[Rule] = &[
         may_not_import: &["plugin", "governance", "transport"],
         why: "telemetry stores the rows it is handed (built in pipeline/rows.rs) and knows \
               nothing about components or policy",
+    },
+    Rule {
+        modules: &["ledger"],
+        may_not_import: &["plugin", "governance", "transport", "cache", "telemetry"],
+        why: "the ledger reader only reads the llm_calls table the telemetry writer owns; it \
+              shares no code with the call path, so a dashboard query cannot slow a call",
     },
     Rule {
         modules: &["plugin"],
@@ -718,8 +726,8 @@ const EXCEPTIONS: &[Exception] = &[
     Exception {
         file: "bench/process.rs",
         api: "environment",
-        why: "forwards PATH, HOME and runtime-tuning variables to the gateway processes the \
-              benchmark spawns; it configures nothing from them",
+        why: "forwards PATH, HOME, runtime-tuning and OTEL_* variables to the gateway \
+              processes the benchmark spawns; it configures nothing from them",
     },
     Exception {
         file: "keys/secret.rs",

@@ -42,6 +42,14 @@ impl Sections {
     /// Put `key` in its section; an unknown key of a known shape is a problem, a variable
     /// of no known shape (`PATH`, …) is ignored.
     fn sort(&mut self, key: String, value: String, problems: &mut Problems) {
+        // The standard OpenTelemetry variables the trace exporter reads go with the process
+        // keys; the other `OTEL_*` ones belong to other signals or SDKs (docs/tracing.md).
+        if key.starts_with("OTEL_") {
+            if super::otel::KEYS.contains(&key.as_str()) {
+                self.process.insert(&key, key.clone(), value);
+            }
+            return;
+        }
         if key.starts_with("PGW_") {
             if super::process::is_known(&key) {
                 self.process.insert(&key, key.clone(), value);

@@ -4,7 +4,7 @@
 //!
 //! One file per section — process, scope and retry, governance, source, cache, telemetry,
 //! structured output, plugins, and the process-wide state backends, upstream limits and
-//! listener — each holding its types, its keys, its `DEFAULT_*` constants and its parser
+//! listener, OpenTelemetry traces (`OTEL_*`) — each holding its types, its keys, its `DEFAULT_*` constants and its parser
 //! `parse(&Vars, &mut Problems)`. `env.rs` sorts the variables into sections and assembles
 //! `Settings`; `problems.rs` holds the problem list and `ConfigError`; `vars.rs` the lookup
 //! the parsers read through.
@@ -17,6 +17,7 @@ mod governance;
 mod keys;
 mod limits;
 mod listener;
+mod otel;
 mod plugins;
 mod problems;
 mod process;
@@ -46,6 +47,10 @@ pub use keys::{
 };
 pub use limits::{DEFAULT_SSE_MAX_EVENT_BYTES, DEFAULT_UPSTREAM_MAX_BODY_BYTES, UpstreamLimits};
 pub use listener::{CorsOrigins, ListenerSettings};
+pub use otel::{
+    DEFAULT_OTEL_EXPORT_TIMEOUT, DEFAULT_OTEL_MAX_EXPORT_BATCH_SIZE, DEFAULT_OTEL_MAX_QUEUE_SIZE,
+    DEFAULT_OTEL_SCHEDULE_DELAY, DEFAULT_OTEL_SERVICE_NAME, OtelSampler, OtelSettings,
+};
 pub use plugins::{
     DEFAULT_PLUGIN_MEMORY_BYTES, DEFAULT_PLUGIN_TIMEOUT, FirstParty, FirstPartySelector, PluginRef,
     SelectorRef,

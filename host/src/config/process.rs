@@ -14,6 +14,7 @@ use super::cache::CacheSettings;
 use super::keys::KeysSettings;
 use super::limits::UpstreamLimits;
 use super::listener::ListenerSettings;
+use super::otel::OtelSettings;
 use super::problems::Problems;
 use super::telemetry::TelemetrySettings;
 use super::vars::{Vars, comma_list};
@@ -91,6 +92,8 @@ pub struct ProcessSettings {
     pub cache: CacheSettings,
     /// The proxy listener's timeouts, connection cap, shutdown grace and CORS origins.
     pub listener: ListenerSettings,
+    /// The OpenTelemetry trace exporter (`OTEL_*`, docs/tracing.md); off by default.
+    pub otel: OtelSettings,
     /// Keys that are recognised but belong to features configured elsewhere (cache, Redis
     /// backends, pricing); kept verbatim so later layers can read them.
     pub other: BTreeMap<String, String>,
@@ -116,6 +119,7 @@ impl std::fmt::Debug for ProcessSettings {
             .field("plugin_max_bytes", &self.plugin_max_bytes)
             .field("cache", &self.cache)
             .field("listener", &self.listener)
+            .field("otel", &self.otel)
             .field("other", &self.other.keys().collect::<Vec<_>>())
             .finish()
     }
@@ -140,6 +144,7 @@ pub(super) fn parse(vars: &Vars, problems: &mut Problems) -> Option<ProcessSetti
     let plugins = super::plugins::parse(vars, problems);
     let listener = super::listener::parse(vars, problems);
     let cache = super::cache::parse_process(vars, problems);
+    let otel = super::otel::parse(vars, problems);
     if problems.len() != before {
         return None;
     }
@@ -163,6 +168,7 @@ pub(super) fn parse(vars: &Vars, problems: &mut Problems) -> Option<ProcessSetti
         plugin_max_bytes: plugins.max_bytes,
         cache,
         listener,
+        otel,
         other: other_keys(vars),
     })
 }
@@ -207,19 +213,21 @@ fn parse_log_json(vars: &Vars, problems: &mut Problems) -> bool {
     }
 }
 
-/// The keys kept verbatim for later layers: all but those consumed above.
+/// The keys kept verbatim for later layers: all but those consumed above (and the `OTEL_*`
+/// ones, whose headers may carry a collector's credential).
 fn other_keys(vars: &Vars) -> BTreeMap<String, String> {
     vars.iter()
         .filter(|(name, _, _)| {
-            !matches!(
-                *name,
-                "PGW_LISTEN"
-                    | "PGW_API_KEYS"
-                    | "PGW_ADMIN_KEYS"
-                    | "PGW_MAX_BODY_BYTES"
-                    | "PGW_LOG_FORMAT"
-                    | "PGW_KEY_HASH_SECRET"
-            )
+            !name.starts_with("OTEL_")
+                && !matches!(
+                    *name,
+                    "PGW_LISTEN"
+                        | "PGW_API_KEYS"
+                        | "PGW_ADMIN_KEYS"
+                        | "PGW_MAX_BODY_BYTES"
+                        | "PGW_LOG_FORMAT"
+                        | "PGW_KEY_HASH_SECRET"
+                )
         })
         .map(|(_, key, value)| (key.to_string(), value.to_string()))
         .collect()

@@ -86,6 +86,7 @@ pub(super) fn check_process(p: &ProcessSettings, problems: &mut Problems) {
             ),
         );
     }
+    super::otel::check(&p.otel, problems);
     let t = &p.telemetry;
     if t.text_cap == Some(0) {
         problems.add(

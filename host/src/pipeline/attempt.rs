@@ -9,6 +9,7 @@ use tokio::time::Instant;
 use crate::config::MissingDone;
 use crate::plugin::{BuildError, Delta, ErrorClass, PluginChatRequest, SseEvent};
 use crate::telemetry::UsageSource;
+use crate::telemetry::otel::AttemptSpan;
 use crate::transport::{LivenessTimeout, LivenessTimer, SseFramer, UpstreamError, Watchdog};
 
 use super::failure::AttemptFailure;
@@ -37,16 +38,18 @@ fn timeout_failure(kind: LivenessTimeout, source: &str) -> AttemptFailure {
     transient(format!("{} from {source}", kind.as_str()), "timeout")
 }
 
-/// Run one attempt against `source`.
+/// Run one attempt against `source`; `trace` is its span, whose trace context the upstream
+/// request carries.
 pub(crate) async fn run(
     inner: &Inner,
     source: &SourceRuntime,
     preq: &PluginChatRequest,
     st: &mut CallState,
     sink: &mut Sink,
+    trace: Option<&AttemptSpan>,
 ) -> (Result<AttemptAnswer, AttemptFailure>, AttemptMetrics) {
     let mut wd = Watchdog::start(source.settings.timeouts);
-    let out = run_inner(inner, source, preq, st, sink, &mut wd)
+    let out = run_inner(inner, source, preq, st, sink, &mut wd, trace)
         .await
         .map_err(|f| upstream::scrub(source, f));
     let metrics = AttemptMetrics {
@@ -64,6 +67,7 @@ async fn run_inner(
     st: &mut CallState,
     sink: &mut Sink,
     wd: &mut Watchdog,
+    trace: Option<&AttemptSpan>,
 ) -> Result<AttemptAnswer, AttemptFailure> {
     let mut instance = source.component.instance()?;
     let http = match instance.build_request(preq, &source.info)? {
@@ -71,7 +75,8 @@ async fn run_inner(
         Err(BuildError::InvalidRequest(m)) => return Err(AttemptFailure::BuildInvalid(m)),
         Err(BuildError::Unsupported(m)) => return Err(AttemptFailure::Unsupported(m)),
     };
-    let headers = upstream::request_headers(source, "build-request", &http.headers, &http.auth)?;
+    let headers =
+        upstream::request_headers(source, "build-request", &http.headers, &http.auth, trace)?;
     let url = upstream::url_of(source, "build-request", &http.path)?;
 
     let (deadline, kind) = wd.next_deadline();

@@ -1,8 +1,9 @@
-//! The two outer layers of a chat call (docs/pipeline.md#layer-order): telemetry (one
-//! terminal row for every call — outside the deadline, so an expired call still leaves its
-//! row; a call the cache answered gets a cache-hit row instead; a call dropped before its end
-//! gets a `cancelled` row from its guard) and the deadline (one hard boundary around
-//! everything inside it, cache I/O included).
+//! The two outer layers of a chat call (docs/pipeline.md#layer-order): telemetry (the
+//! call's span when traces are on, and one terminal row for every call — outside the
+//! deadline, so an expired call still leaves its row; a call the cache answered gets a
+//! cache-hit row instead; a call dropped before its end gets a `cancelled` row from its
+//! guard) and the deadline (one hard boundary around everything inside it, cache I/O
+//! included).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -10,6 +11,7 @@ use std::time::Duration;
 use tracing::Instrument;
 
 use crate::error::GatewayError;
+use crate::telemetry::otel::CallSpan;
 
 use super::layer::Layer;
 use super::request::ChatRequest;
@@ -17,6 +19,7 @@ use super::response::ChatResponse;
 use super::rows::{self, CancelGuard};
 use super::runtime::{Inner, ScopeRuntime};
 use super::sink::{CallEvent, CallState, Sink};
+use super::traces;
 
 /// The telemetry layer: the call's span, its terminal row, and the `End` event.
 #[derive(Debug, Clone, Copy)]
@@ -75,6 +78,10 @@ async fn recorded<N: Layer>(
         started: st.started,
     };
     let span = tracing::info_span!("call", call_id = %st.call_id, scope = %scope.settings.name);
+    // The call's OpenTelemetry span (docs/tracing.md#spans), when traces are on; dropped
+    // with this future, it ends as cancelled.
+    let otel = traces::chat_call(inner, scope, req, &st.call_id);
+    st.trace = otel.as_ref().map(CallSpan::trace);
     let result = next
         .serve(inner, scope, req, st, sink)
         .instrument(span)
@@ -93,6 +100,10 @@ async fn recorded<N: Layer>(
         _ => rows::terminal_row(&inner.recorder, scope, req, st, &result, latency),
     };
     inner.recorder.record(row);
+    if let Some(otel) = otel {
+        let last = st.last_source.and_then(|i| scope.sources.get(i));
+        traces::end_chat_call(otel, &result, st.attempts, last);
+    }
     if let (Ok(r), Sink::Channel(tx)) = (&result, &*sink) {
         let _ = tx.send(CallEvent::End(Box::new(r.clone()))).await;
     }

@@ -47,6 +47,8 @@ pub(crate) struct Shared {
     source: std::sync::Mutex<Option<SettingsSource>>,
     /// One reload at a time.
     reloading: tokio::sync::Mutex<()>,
+    /// Successful reloads so far (0 = the configuration the gateway started with).
+    generation: std::sync::atomic::AtomicU64,
 }
 
 /// The gateway. Cheap to clone; share one per process.
@@ -104,6 +106,7 @@ impl Gateway {
                 injected_clock,
                 source: std::sync::Mutex::new(None),
                 reloading: tokio::sync::Mutex::new(()),
+                generation: std::sync::atomic::AtomicU64::new(0),
             }),
         })
     }
@@ -172,6 +175,9 @@ impl Gateway {
         .await?;
         let report = ReloadReport::of(&new, restart_required);
         self.shared.current.store(Arc::new(new));
+        self.shared
+            .generation
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         tracing::info!(
             scopes = ?report.scopes,
             plugins = ?report.plugins,
@@ -179,6 +185,19 @@ impl Gateway {
             "reloaded"
         );
         Ok(report)
+    }
+
+    /// The configuration's generation: the number of successful reloads since start (0 =
+    /// the configuration the gateway started with).
+    pub fn generation(&self) -> u64 {
+        self.shared
+            .generation
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Unix ms now, from the gateway's clock.
+    pub fn now_unix_ms(&self) -> i64 {
+        self.shared.clock.unix_ms()
     }
 
     /// A fresh id: a UUIDv7 from the gateway's clock and random source, ordered after every
@@ -198,6 +217,16 @@ impl Gateway {
             .scopes
             .iter()
             .flat_map(|s| s.aliases.iter().cloned())
+            .collect()
+    }
+
+    /// The names of the configured scopes (`LLM`, …), in configuration order.
+    pub fn scope_names(&self) -> Vec<String> {
+        self.inner()
+            .settings
+            .scopes
+            .iter()
+            .map(|s| s.name.to_string())
             .collect()
     }
 
@@ -222,9 +251,28 @@ impl Gateway {
         health::health(&self.inner())
     }
 
-    /// Wait until every telemetry row of finished calls is written (call before exiting).
+    /// Wait until every telemetry row of finished calls is written (call before exiting),
+    /// and — when traces are on — until their spans are exported, for at most
+    /// [`TRACE_FLUSH_WAIT`](crate::telemetry::otel::TRACE_FLUSH_WAIT).
     pub async fn flush_telemetry(&self) {
         self.shared.telemetry.flush().await;
+        self.flush_traces(crate::telemetry::otel::TRACE_FLUSH_WAIT)
+            .await;
+    }
+
+    /// Whether calls are traced (`OTEL_EXPORTER_OTLP_ENDPOINT` set; docs/tracing.md).
+    pub fn traces_enabled(&self) -> bool {
+        self.shared.current.load().otel.is_some()
+    }
+
+    /// Export the spans of finished calls, waiting at most `max_wait` (a collector that is
+    /// down never holds the caller longer); whether everything was sent in time. `true` at
+    /// once when traces are off.
+    pub async fn flush_traces(&self, max_wait: std::time::Duration) -> bool {
+        match self.inner().otel.clone() {
+            Some(otel) => otel.flush(max_wait).await,
+            None => true,
+        }
     }
 
     /// Run one call to its end and return the whole answer.

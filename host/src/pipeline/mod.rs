@@ -30,6 +30,7 @@ mod stack;
 mod structured;
 mod structured_layer;
 mod tenancy;
+mod traces;
 mod upstream;
 
 pub use embed::{EmbeddingInput, EmbeddingRequest, EmbeddingResponse, EmbeddingUsage};

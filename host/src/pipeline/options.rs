@@ -31,6 +31,10 @@ pub struct CallOptions {
     /// The virtual key of the call (set by the proxy from the authenticated key, see
     /// [`ChatRequest::principal`](super::ChatRequest::principal)).
     pub principal: Option<std::sync::Arc<crate::keys::Principal>>,
+    /// The caller's span, the parent of the call's span when traces are on (the W3C
+    /// `traceparent` header; docs/tracing.md#propagation). Embeddings only: OCR calls are
+    /// not traced.
+    pub trace_parent: Option<crate::telemetry::otel::TraceParent>,
 }
 
 impl CallOptions {

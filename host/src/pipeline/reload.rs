@@ -93,6 +93,7 @@ pub(crate) fn restart_required(started: &Settings, new: &Settings) -> Vec<&'stat
         ("PGW_LOG", a.log_filter != b.log_filter),
         ("PGW_LOG_FORMAT", a.log_json != b.log_json),
         ("PGW_TELEMETRY_*", a.telemetry != b.telemetry),
+        ("OTEL_*", a.otel != b.otel),
         (
             "PGW_HEADER_READ_TIMEOUT_S, PGW_BODY_READ_TIMEOUT_S, PGW_IDLE_TIMEOUT_S, PGW_MAX_CONNECTIONS, PGW_SHUTDOWN_GRACE_S, PGW_CORS_ORIGINS",
             a.listener != b.listener,

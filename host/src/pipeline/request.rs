@@ -46,6 +46,10 @@ pub struct ChatRequest {
     /// apply, and its team partitions the cache and names the ledger's `key_id` / `team_id`.
     /// `None` for a static key or an embedded call.
     pub principal: Option<std::sync::Arc<crate::keys::Principal>>,
+    /// The caller's span, the parent of the call's span when traces are on: the proxy sets
+    /// it from the W3C `traceparent` header; an embedding application may set it (else the
+    /// current OpenTelemetry context is used; docs/tracing.md#propagation).
+    pub trace_parent: Option<crate::telemetry::otel::TraceParent>,
 }
 
 /// The client dialect a call arrived in (the `ingress` column of `llm_calls`).
@@ -182,6 +186,7 @@ impl ChatRequest {
             structured_strategy: None,
             ingress: Ingress::Embedded,
             principal: None,
+            trace_parent: None,
         }
     }
 
@@ -278,6 +283,7 @@ impl ChatRequest {
             structured_strategy: None,
             ingress: Ingress::ChatCompletions,
             principal: None,
+            trace_parent: None,
         };
         req.validate()?;
         Ok(req)

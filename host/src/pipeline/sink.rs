@@ -210,6 +210,8 @@ pub(crate) struct CallState {
     pub billed: Billed,
     /// Soft budget limits this call crossed (`x-pgw-budget-warning`, docs/budgets.md).
     pub budget_warnings: Vec<String>,
+    /// The call's span, its attempts' parent (docs/tracing.md); `None` when traces are off.
+    pub trace: Option<crate::telemetry::otel::CallTrace>,
 }
 
 /// The sum of a call's attempt costs (the `cost` of its attempt rows).
@@ -260,6 +262,7 @@ impl CallState {
             upstream_sent: None,
             billed: Billed::default(),
             budget_warnings: Vec::new(),
+            trace: None,
         }
     }
 

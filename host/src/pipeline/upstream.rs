@@ -14,6 +14,7 @@ use tokio::time::Instant;
 use crate::plugin::{
     AuthScheme, ClassifiedError, ErrorClass, Header, PluginError, ProviderInstance,
 };
+use crate::telemetry::otel::AttemptSpan;
 use crate::transport::{
     LivenessTimer, UpstreamError, UpstreamResponse, parse_retry_after, redact_secrets,
     strip_userinfo,
@@ -158,13 +159,15 @@ pub(crate) fn result_invalid(message: impl Into<String>) -> AttemptFailure {
     })
 }
 
-/// The plugin's headers plus the source's credential per `auth`. A header the host cannot
-/// send is a fault of the plugin's `function`.
+/// The plugin's headers plus the source's credential per `auth`, and the W3C trace context
+/// of the attempt's span when it is traced (docs/tracing.md#propagation; it replaces any the
+/// plugin named). A header the host cannot send is a fault of the plugin's `function`.
 pub(crate) fn request_headers(
     source: &SourceRuntime,
     function: &'static str,
     headers: &[Header],
     auth: &AuthScheme,
+    trace: Option<&AttemptSpan>,
 ) -> Result<HeaderMap, AttemptFailure> {
     let mut map = HeaderMap::with_capacity(headers.len() + 1);
     for h in headers {
@@ -190,6 +193,13 @@ pub(crate) fn request_headers(
         }
         Ok(None) => {}
         Err(m) => return Err(fault(source, function, m)),
+    }
+    if let Some(span) = trace {
+        for (name, value) in span.propagation() {
+            if let Ok(v) = HeaderValue::try_from(value.as_str()) {
+                map.insert(*name, v);
+            }
+        }
     }
     Ok(map)
 }

@@ -8,6 +8,7 @@ use axum::http::HeaderMap;
 
 use crate::error::GatewayError;
 use crate::pipeline::{CacheMode, CallOptions, validate_meta, validate_tenant_id};
+use crate::telemetry::otel::TraceParent;
 
 /// A header's trimmed value: `None` when absent; 1–256 visible ASCII characters otherwise.
 ///
@@ -92,6 +93,16 @@ pub(crate) fn call_options(headers: &HeaderMap) -> Result<CallOptions, GatewayEr
         o.cache_mode = CacheMode::parse(&mode)?;
     }
     Ok(o)
+}
+
+/// The client's span from the W3C `traceparent` (and `tracestate`) headers, the parent of
+/// the call's span (docs/tracing.md#propagation). One that does not parse is ignored: the
+/// call starts a trace of its own, as the W3C recommendation says — never a 400. Read only
+/// when traces are on.
+pub(crate) fn trace_parent(headers: &HeaderMap) -> Option<TraceParent> {
+    let traceparent = headers.get("traceparent")?.to_str().ok()?;
+    let tracestate = headers.get("tracestate").and_then(|v| v.to_str().ok());
+    TraceParent::from_w3c(traceparent, tracestate)
 }
 
 /// Set a response header; a value that is not a valid header value is left out.

@@ -19,7 +19,7 @@ use bytes::Bytes;
 use futures_util::StreamExt;
 
 use super::AppState;
-use super::call_headers::{call_options, header_str, set};
+use super::call_headers::{call_options, header_str, set, trace_parent};
 use crate::error::GatewayError;
 use crate::keys::Principal;
 use crate::pipeline::{CallEvent, ChatRequest, ChatResponse, StreamStart};
@@ -169,6 +169,9 @@ pub(crate) async fn serve<D: Dialect>(
     };
     if let Err(e) = apply_call_headers(&mut req, &headers, principal) {
         return D::error(&e);
+    }
+    if state.gateway.traces_enabled() {
+        req.trace_parent = trace_parent(&headers);
     }
     if !req.stream {
         return match state.gateway.chat(req).await {

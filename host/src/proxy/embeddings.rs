@@ -16,7 +16,7 @@ use serde::de::{self, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::{Value, json};
 
 use super::AppState;
-use super::call_headers::{call_options, set};
+use super::call_headers::{call_options, set, trace_parent};
 use super::errors::{error_response, plain_error};
 use crate::error::GatewayError;
 use crate::pipeline::{EmbeddingInput, EmbeddingRequest, EmbeddingResponse};
@@ -401,6 +401,9 @@ pub(crate) async fn embeddings(
         Err(e) => return error_response(&e),
     };
     req.options.identify(principal);
+    if state.gateway.traces_enabled() {
+        req.options.trace_parent = trace_parent(&headers);
+    }
     let model = req.model.clone();
     match state.gateway.embed(req).await {
         Ok(r) => {

@@ -21,6 +21,7 @@ mod reload;
 mod responses;
 mod server;
 mod sse;
+mod ui;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -47,6 +48,8 @@ pub(crate) struct AppState {
     pub ocr_health: Arc<ocr::HealthCache>,
     /// The virtual keys (`PGW_VIRTUAL_KEYS`); `None` when they are off.
     pub keys: Option<Arc<crate::keys::KeyRegistry>>,
+    /// The dashboard's ledger reader and live series (`ui/`).
+    pub dashboard: ui::DashboardState,
 }
 
 impl AppState {
@@ -92,6 +95,7 @@ fn router_draining(gateway: Gateway, draining: CancellationToken) -> Router {
         max_body_bytes: p.max_body_bytes,
         ocr_health: Arc::new(ocr::HealthCache::default()),
         keys: gateway.key_registry(),
+        dashboard: ui::DashboardState::new(&gateway),
         gateway: gateway.clone(),
     };
     let body_read = layers::BodyRead {
@@ -111,6 +115,7 @@ fn router_draining(gateway: Gateway, draining: CancellationToken) -> Router {
         .route("/metrics", get(metrics::metrics))
         .route("/admin/reload", post(reload::admin_reload))
         .merge(admin_keys::routes())
+        .merge(ui::routes())
         // After every route: it applies to the routes that exist when it is called.
         .method_not_allowed_fallback(layers::method_not_allowed)
         // Only matched routes read bodies.

@@ -18,6 +18,7 @@
 //! | `pgw_ocr_boxes_dropped_total` (layout boxes the numeric defence dropped) | scope, source |
 //! | `pgw_telemetry_dropped_rows_total`, `pgw_telemetry_written_rows_total` | — |
 //! | `pgw_telemetry_degraded` (gauge: 1 degraded) | — |
+//! | `pgw_otel_exported_spans_total`, `pgw_otel_export_failures_total`, `pgw_otel_dropped_spans_total` (docs/tracing.md#export) | — |
 
 use std::sync::atomic::AtomicU64;
 use std::time::Duration;
@@ -107,6 +108,10 @@ pub struct Metrics {
     telemetry_dropped: Counter,
     telemetry_written: Counter,
     telemetry_degraded: Gauge,
+    /// The OpenTelemetry exporter's counters (`otel/processor.rs` increments them).
+    otel: super::otel::OtelCounters,
+    /// The dashboard's running totals (`live.rs`), fed from the same rows.
+    live: std::sync::Arc<super::live::LiveTotals>,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -223,6 +228,22 @@ impl Metrics {
             "Telemetry rows written",
             telemetry_written.clone(),
         );
+        let otel = super::otel::OtelCounters::default();
+        registry.register(
+            "otel_exported_spans",
+            "Spans the OpenTelemetry collector accepted",
+            otel.exported.clone(),
+        );
+        registry.register(
+            "otel_export_failures",
+            "OpenTelemetry export requests that failed (collector unreachable, refusing or too slow)",
+            otel.failures.clone(),
+        );
+        registry.register(
+            "otel_dropped_spans",
+            "Spans lost: the export queue was full, or their export failed",
+            otel.dropped.clone(),
+        );
         registry.register(
             "telemetry_degraded",
             "1 while the telemetry backend is degraded or disabled",
@@ -247,12 +268,15 @@ impl Metrics {
             telemetry_dropped,
             telemetry_written,
             telemetry_degraded,
+            otel,
+            live: Default::default(),
         }
     }
 
     /// Count a row: requests (terminal and cache-hit rows) or attempts, durations, tokens
     /// and cost (attempt rows).
     pub fn observe_row(&self, row: &CallRow) {
+        self.live.observe(row);
         let scope = row.scope.clone();
         let source = row.source_name.clone().unwrap_or_default();
         let error_class = row.error_type.clone().unwrap_or_default();
@@ -329,6 +353,11 @@ impl Metrics {
         }
     }
 
+    /// The running totals the dashboard's live series samples.
+    pub fn live(&self) -> std::sync::Arc<super::live::LiveTotals> {
+        self.live.clone()
+    }
+
     /// A response-cache lookup of `scope` hit or missed (for the cache layer).
     pub fn cache_lookup(&self, scope: &str, hit: bool) {
         let l = ScopeLabels {
@@ -387,6 +416,11 @@ impl Metrics {
     /// The counter of written telemetry rows (incremented by the recorder).
     pub(crate) fn telemetry_written(&self) -> Counter {
         self.telemetry_written.clone()
+    }
+
+    /// The OpenTelemetry exporter's counters (handed to the exporter when traces are on).
+    pub fn otel_counters(&self) -> super::otel::OtelCounters {
+        self.otel.clone()
     }
 
     /// Everything in the Prometheus text format (0.0.4).

@@ -10,7 +10,9 @@
 //! shows in [`TelemetryStatus`] (`/healthz`), in `/metrics` and in one log line when it
 //! starts and one when it ends.
 
+pub mod live;
 mod metrics;
+pub mod otel;
 mod postgres;
 mod pricing;
 mod row;

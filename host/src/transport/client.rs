@@ -211,6 +211,25 @@ impl HttpClients {
     }
 }
 
+/// The HTTP client of the OpenTelemetry trace exporter (docs/tracing.md#export): its own
+/// small pool, so exports never take a connection from the upstreams' pools; no proxy from
+/// the environment; every request bounded by `timeout`; no redirects (a collector that
+/// redirects is misconfigured, and its headers may carry a credential).
+pub fn collector_client(timeout: Duration) -> Result<reqwest::Client, UpstreamError> {
+    reqwest::Client::builder()
+        .tcp_nodelay(true)
+        .no_proxy()
+        .timeout(timeout)
+        .connect_timeout(timeout.min(Duration::from_secs(10)))
+        .pool_max_idle_per_host(2)
+        .redirect(reqwest::redirect::Policy::none())
+        .user_agent(concat!("polygateway/", env!("CARGO_PKG_VERSION")))
+        .build()
+        .map_err(|e| {
+            UpstreamError::Invalid(format!("cannot build the collector's HTTP client: {e}"))
+        })
+}
+
 /// A `multipart/form-data` upload: text fields in order, then one file part.
 #[derive(Debug, Clone)]
 pub struct MultipartUpload {

@@ -201,6 +201,8 @@ async fn serve_cached<N: Layer>(
 fn same_call(st: &CallState) -> CallState {
     let mut s = CallState::new(st.call_id.clone(), st.created_at_ms);
     s.started = st.started;
+    // The shared call's attempts are the leader's: children of its call span.
+    s.trace = st.trace.clone();
     s
 }
 

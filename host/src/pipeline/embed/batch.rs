@@ -14,6 +14,7 @@ use crate::error::{GatewayError, UnavailableReason};
 use crate::plugin::{
     BuildError, EmbeddingInputs, EmbeddingRequest as PluginEmbeddingRequest, EmbeddingUsage,
 };
+use crate::telemetry::otel::AttemptSpan;
 use crate::telemetry::{CallRow, UsageSource};
 
 use super::super::failure::AttemptFailure;
@@ -115,6 +116,7 @@ impl BatchOp<'_> {
         &self,
         inner: &Inner,
         source: &SourceRuntime,
+        trace: Option<&AttemptSpan>,
     ) -> Result<BatchOutput, AttemptFailure> {
         let taken = &self.pending[..self.take(source)];
         let deadline = tokio::time::Instant::now() + source.settings.timeouts.total;
@@ -142,7 +144,7 @@ impl BatchOp<'_> {
             }
         };
         let f = "build-embedding-request";
-        let headers = request_headers(source, f, &http.headers, &http.auth)?;
+        let headers = request_headers(source, f, &http.headers, &http.auth, trace)?;
         let url = url_of(source, f, &http.path)?;
         let send = inner.http.send(
             source.settings.trust_env,
@@ -219,8 +221,9 @@ impl LeanOp for BatchOp<'_> {
         &self,
         inner: &Inner,
         source: &SourceRuntime,
+        trace: Option<&AttemptSpan>,
     ) -> impl std::future::Future<Output = Result<BatchOutput, AttemptFailure>> + Send {
-        self.run(inner, source)
+        self.run(inner, source, trace)
     }
 
     fn settle_tokens(&self, output: &BatchOutput) -> Option<u64> {

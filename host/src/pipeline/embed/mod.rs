@@ -19,6 +19,7 @@ use serde_json::{Value, json};
 use crate::cache::{EmbeddingKeyInput, model_fingerprint};
 use crate::config::SourceSettings;
 use crate::error::GatewayError;
+use crate::telemetry::otel::{CallEnd, CallSpan, CallStart, GenAiOperation};
 use crate::telemetry::{UsageSource, cap_text};
 
 use super::admission::deadline_at;
@@ -239,8 +240,24 @@ pub(crate) async fn run_embed(
     );
     let mut guard = call.cancel_guard(inner.clone());
     let deadline = req.options.call_deadline.or(scope.settings.call_deadline);
+    // The call's OpenTelemetry span (docs/tracing.md#spans), when traces are on; dropped
+    // with this future, it ends as cancelled.
+    let otel = inner.otel.as_ref().map(|o| {
+        o.call(CallStart {
+            operation: GenAiOperation::Embeddings,
+            alias: &req.model,
+            scope: &call.scope,
+            call_id: &call.call_id,
+            conversation_id: req.options.session_id.as_deref(),
+            parent: req.options.trace_parent.as_ref(),
+            overlay: None,
+            embedding_dimensions: req.dimensions,
+            messages: &[],
+        })
+    });
     let mut st = LeanState {
         deadline: deadline_at(call.started, deadline),
+        trace: otel.as_ref().map(CallSpan::trace),
         ..LeanState::default()
     };
     let span = tracing::info_span!("embed", call_id = %call.call_id, scope = %call.scope);
@@ -290,6 +307,20 @@ pub(crate) async fn run_embed(
         row.cache_hit = true;
     }
     inner.recorder.record(row);
+    if let Some(otel) = otel {
+        let last = st.last_source.and_then(|i| scope.sources.get(i));
+        otel.end(match &result {
+            Ok(r) => CallEnd {
+                source: r.source_name.as_deref(),
+                provider: last.map(|s| &*s.settings.provider),
+                input_tokens: r.usage.map(|u| u.prompt_tokens),
+                attempts: st.attempts,
+                cache_hit: r.upstream_batches == 0,
+                ..CallEnd::default()
+            },
+            Err(e) => super::traces::failed_call(e, st.attempts, last),
+        });
+    }
     result
 }
 

@@ -11,11 +11,13 @@ use std::time::Duration;
 
 use crate::error::GatewayError;
 use crate::telemetry::CallRow;
+use crate::telemetry::otel::{AttemptEnd, AttemptSpan, CallTrace};
 
 use super::failure::AttemptFailure;
 use super::retry::{self, Operation};
 use super::rows::LeanAttemptRowGuard;
 use super::runtime::{Inner, ScopeRuntime, SourceRuntime};
+use super::traces;
 
 /// One kind of one-shot operation run through the lean loop.
 pub(crate) trait LeanOp: Sync {
@@ -25,11 +27,13 @@ pub(crate) trait LeanOp: Sync {
     /// Whether `source` can serve this operation (its provider's capabilities).
     fn serves(&self, source: &SourceRuntime) -> bool;
 
-    /// One attempt on `source` (admitted; the loop settles it).
+    /// One attempt on `source` (admitted; the loop settles it); `trace` is its span, whose
+    /// trace context the upstream request carries.
     fn attempt(
         &self,
         inner: &Inner,
         source: &SourceRuntime,
+        trace: Option<&AttemptSpan>,
     ) -> impl Future<Output = Result<Self::Output, AttemptFailure>> + Send;
 
     /// Measured tokens of an answer, for the TPM settlement: `Some(0)` for OCR (zero is a
@@ -70,6 +74,9 @@ pub(crate) struct LeanState {
     pub upstream_sent: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
     /// What the call's attempts were billed (their rows' cost).
     pub billed: super::sink::Billed,
+    /// The call's span, its attempts' parent (docs/tracing.md); `None` when the call is not
+    /// traced.
+    pub trace: Option<CallTrace>,
 }
 
 /// A successful run: the answer and the index of the source that gave it.
@@ -139,6 +146,9 @@ impl<O: LeanOp> Operation for Lean<'_, O> {
         attempt_id: &'a str,
     ) -> (Result<O::Output, AttemptFailure>, Duration) {
         let op = self.op;
+        // The attempt's span when the call is traced; dropped mid-attempt, it ends as
+        // cancelled.
+        let span = traces::attempt(self.st.trace.as_ref(), source, self.st.attempts, attempt_id);
         // Dropped mid-attempt (deadline, caller gone), the guard writes its `cancelled` row.
         let cut = LeanAttemptRowGuard::new(&inner.recorder, |latency| {
             op.attempt_row(
@@ -151,13 +161,23 @@ impl<O: LeanOp> Operation for Lean<'_, O> {
         });
         let started = tokio::time::Instant::now();
         let outcome = op
-            .attempt(inner, source)
+            .attempt(inner, source, span.as_ref())
             .await
             .map_err(|f| super::upstream::scrub(source, f));
         let latency = started.elapsed();
         cut.finished();
         self.st.last_attempt_ms = Some(u64::try_from(latency.as_millis()).unwrap_or(u64::MAX));
         let row = op.attempt_row(inner, attempt_id, source, &outcome, latency);
+        if let Some(span) = span {
+            span.end(match &outcome {
+                Ok(_) => AttemptEnd {
+                    response_model: row.model_reported.as_deref(),
+                    input_tokens: row.prompt_tokens,
+                    ..AttemptEnd::default()
+                },
+                Err(f) => traces::failed_attempt(f),
+            });
+        }
         let had_usage = row.prompt_tokens.is_some();
         let cost = inner.recorder.record(row);
         self.st.billed.add(had_usage, cost);

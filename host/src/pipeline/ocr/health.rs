@@ -32,7 +32,7 @@ async fn probe(inner: &Inner, source: &SourceRuntime) -> Option<bool> {
     };
     let f = "health-request";
     let (headers, url) = match (
-        request_headers(source, f, &req.headers, &req.auth),
+        request_headers(source, f, &req.headers, &req.auth, None),
         url_of(source, f, &req.path),
     ) {
         (Ok(h), Ok(u)) => (h, u),

@@ -12,6 +12,7 @@ use bytes::Bytes;
 use tokio::time::Instant;
 
 use crate::plugin::{AuthScheme, BuildError, ImageInfo, OcrOperation, ProviderInstance};
+use crate::telemetry::otel::AttemptSpan;
 use crate::telemetry::{CallRow, UsageSource};
 use crate::transport::MultipartUpload;
 
@@ -70,7 +71,7 @@ async fn upload(
     if req.file_field.is_empty() {
         return Err(fault(source, f, "empty file-field".into()));
     }
-    let headers = request_headers(source, f, &req.headers, &req.auth)?;
+    let headers = request_headers(source, f, &req.headers, &req.auth, None)?;
     let url = url_of(source, f, &req.path)?;
     let form = MultipartUpload {
         file_field: req.file_field,
@@ -153,6 +154,7 @@ impl LeanOp for TextOp {
         &self,
         inner: &Inner,
         source: &SourceRuntime,
+        _trace: Option<&AttemptSpan>,
     ) -> impl std::future::Future<Output = Result<String, AttemptFailure>> + Send {
         self.run(inner, source)
     }
@@ -258,6 +260,7 @@ impl LeanOp for LayoutOp {
         &self,
         inner: &Inner,
         source: &SourceRuntime,
+        _trace: Option<&AttemptSpan>,
     ) -> impl std::future::Future<Output = Result<CleanLayout, AttemptFailure>> + Send {
         self.run(inner, source)
     }

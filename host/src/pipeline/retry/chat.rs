@@ -19,6 +19,7 @@ use super::super::response::ChatResponse;
 use super::super::rows::{AttemptRowGuard, attempt_row, ms};
 use super::super::runtime::{Inner, ScopeRuntime, SourceRuntime};
 use super::super::sink::{CallState, Sink};
+use super::super::traces;
 use super::{AfterFailure, Operation};
 
 /// The innermost layer of a chat call: the retry loop.
@@ -129,12 +130,23 @@ impl Operation for Chat<'_> {
         attempt_id: &'a str,
     ) -> (Result<Self::Output, AttemptFailure>, Duration) {
         let req = self.req;
+        // The attempt's span (a child of the call's; its traceparent goes upstream), when
+        // the call is traced; dropped mid-attempt, it ends as cancelled.
+        let span = traces::attempt(self.st.trace.as_ref(), source, self.st.attempts, attempt_id);
         // Dropped mid-attempt (deadline, caller gone), the guard writes its `cancelled` row.
         let mut cut =
             AttemptRowGuard::new(&inner.recorder, attempt_id, scope, source, req, self.st);
-        let (outcome, metrics) =
-            attempt::run(inner, source, &self.preq, cut.state(), self.sink).await;
+        let (outcome, metrics) = attempt::run(
+            inner,
+            source,
+            &self.preq,
+            cut.state(),
+            self.sink,
+            span.as_ref(),
+        )
+        .await;
         cut.finished();
+        traces::end_chat_attempt(span, &outcome);
         let st = &mut *self.st;
         st.last_attempt_ms = Some(u64::try_from(metrics.latency.as_millis()).unwrap_or(u64::MAX));
         let row = attempt_row(

@@ -1,8 +1,9 @@
 //! Starting a configuration: [`Inner::build`] validates the settings, opens the state
 //! stores (in memory or Redis), loads every component, and builds each scope's governance
 //! state from its settings (`governance::scope_config` derives the breaker and limiter
-//! tuning). On a reload the previous `Inner` lends what is process-wide: telemetry, the HTTP
-//! clients, and the plugin engine while its limits and cache directory are unchanged.
+//! tuning). On a reload the previous `Inner` lends what is process-wide: telemetry (and the
+//! trace exporter), the HTTP clients, and the plugin engine while its limits and cache
+//! directory are unchanged.
 
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
@@ -176,6 +177,10 @@ impl Inner {
             Some(p) => p.tenancy.clone(),
             None => super::tenancy::Tenancy::start(&settings, clock, injected_clock).await?,
         };
+        let otel = match previous {
+            Some(p) => p.otel.clone(),
+            None => start_otel(&settings, &recorder)?,
+        };
         Ok(Inner {
             settings,
             scopes,
@@ -186,8 +191,26 @@ impl Inner {
             engine,
             entropy,
             tenancy,
+            otel,
         })
     }
+}
+
+/// The trace exporter of `settings.process.otel`, on the collector client `transport/`
+/// builds, counting into the gateway's `/metrics`; `None` when traces are off.
+fn start_otel(
+    settings: &Settings,
+    telemetry: &Telemetry,
+) -> Result<Option<Arc<crate::telemetry::otel::Otel>>, StartError> {
+    let o = &settings.process.otel;
+    if !o.enabled() {
+        return Ok(None);
+    }
+    let http = crate::transport::collector_client(o.timeout)
+        .map_err(|e| StartError::Transport(e.to_string()))?;
+    crate::telemetry::otel::Otel::start(o, http, telemetry.metrics().otel_counters())
+        .map(|otel| otel.map(Arc::new))
+        .map_err(|e| StartError::Telemetry(e.to_string()))
 }
 
 /// The plugin engine: the previous configuration's while its limits and cache directory

@@ -110,6 +110,9 @@ pub(crate) struct Inner {
     /// Virtual keys, their budgets and gates (`PGW_VIRTUAL_KEYS`); process-wide, kept by
     /// reloads.
     pub tenancy: Option<Arc<tenancy::Tenancy>>,
+    /// The OpenTelemetry trace pipeline (`OTEL_*`, docs/tracing.md); `None` when traces are
+    /// off. Process-wide, kept by reloads.
+    pub otel: Option<Arc<crate::telemetry::otel::Otel>>,
 }
 
 impl Inner {

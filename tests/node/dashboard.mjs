@@ -1,0 +1,120 @@
+// The dashboard in real Chromium (Debian's, driven by playwright-core), run by
+// tests/e2e/dashboard.rs against a `polygateway serve` whose LLM scope has sources openai-1
+// and openai-2 on the mock (breaker threshold 2, openai-2 limited to 3 concurrent calls) and
+// whose BAD scope always fails. Prints `step: <name>` after each check and writes a
+// screenshot of each page to $OUT_DIR. Any failed wait throws and exits non-zero.
+import { chromium } from "playwright-core";
+import { join } from "node:path";
+
+const { GW_URL, ADMIN_KEY, CLIENT_KEY, MOCK_URL, TAG, OUT_DIR, CHROMIUM } = process.env;
+const WAIT = { timeout: 20_000 };
+
+async function scriptMock(name, script) {
+  const r = await fetch(`${MOCK_URL}/_mock/scenarios/${name}`, {
+    method: "PUT", headers: { "content-type": "application/json" }, body: JSON.stringify(script),
+  });
+  if (r.status !== 204) throw new Error(`mock refused the script of ${name}: ${r.status}`);
+}
+
+async function chat(model) {
+  const r = await fetch(`${GW_URL}/v1/chat/completions`, {
+    method: "POST",
+    headers: { "content-type": "application/json", authorization: `Bearer ${CLIENT_KEY}` },
+    body: JSON.stringify({ model, messages: [{ role: "user", content: "hello from the browser test" }] }),
+  });
+  await r.arrayBuffer();
+  return r.status;
+}
+
+function expectStatus(got, want, what) {
+  if (got !== want) throw new Error(`${what}: status ${got}, expected ${want}`);
+}
+
+const browser = await chromium.launch({
+  executablePath: CHROMIUM,
+  headless: true,
+  args: ["--no-sandbox", "--disable-gpu", "--disable-background-networking"],
+});
+try {
+  const page = await browser.newPage({ viewport: { width: 1440, height: 1000 } });
+  const shot = (name) => page.screenshot({ path: join(OUT_DIR, `${name}.png`), fullPage: true });
+  const errors = [];
+  page.on("pageerror", (e) => errors.push(e.message));
+
+  // Sign in: a wrong key is refused with the gateway's message, the admin key is accepted.
+  await page.goto(`${GW_URL}/ui/`);
+  await page.fill("#admin-key", "not-the-key");
+  await page.click("#login-form button");
+  await page.locator("#login-error").filter({ hasText: /./ }).waitFor(WAIT);
+  await shot("login");
+  await page.fill("#admin-key", ADMIN_KEY);
+  await page.click("#login-form button");
+  await page.locator("#nav").waitFor({ state: "visible", ...WAIT });
+  if (page.url().includes(ADMIN_KEY)) throw new Error("the admin key is in the URL");
+  console.log("step: signed in");
+
+  // Overview: three answered calls show in the live totals.
+  for (let i = 0; i < 3; i++) expectStatus(await chat("llm"), 200, "warm-up call");
+  await page.locator('[data-testid="card-total"] .value').filter({ hasText: /^3$/ }).waitFor(WAIT);
+  await page.locator("#chart-rps .uplot").waitFor(WAIT);
+  await shot("overview");
+  console.log("step: overview counts calls");
+
+  // A breaker opens: openai-1 fails every request; calls fail over to openai-2.
+  await scriptMock(`${TAG}-a`, { then: { status: 500 } });
+  for (let i = 0; i < 4; i++) expectStatus(await chat("llm"), 200, "failover call");
+  await page.goto(`${GW_URL}/ui/#/sources`);
+  if (!(await page.locator("#nav").isVisible())) {
+    // A navigation by URL keeps the page (only the hash changed); this guards the test.
+    throw new Error("navigating to #/sources signed the page out");
+  }
+  await page.locator('[data-testid="breaker-openai-1"][data-state="open"]').waitFor(WAIT);
+  await page.locator('[data-testid="breaker-openai-2"][data-state="closed"]').waitFor(WAIT);
+  await shot("sources-breaker-open");
+  console.log("step: breaker open");
+
+  // The limiter gate fills: three slow calls hold openai-2's three slots.
+  await scriptMock(`${TAG}-b`, { then: { usage: true, first_token_delay_ms: 5000 } });
+  const slow = [chat("llm"), chat("llm"), chat("llm")];
+  await page.locator('[data-testid="gate-concurrency-openai-2"]').filter({ hasText: "3 / 3" }).waitFor(WAIT);
+  await shot("sources-gate-full");
+  console.log("step: gate full");
+  for (const s of await Promise.all(slow)) expectStatus(s, 200, "slow call");
+
+  // Spend, grouped by source.
+  await page.goto(`${GW_URL}/ui/#/spend`);
+  await page.selectOption("#spend-group", "source");
+  await page.click("#spend-form button");
+  await page.locator('[data-testid="spend-openai-2"]').waitFor(WAIT);
+  await shot("spend");
+  console.log("step: spend by source");
+
+  // One failed call, found with the filters, and its attempts.
+  expectStatus(await chat("bad"), 503, "the BAD scope's call");
+  await page.goto(`${GW_URL}/ui/#/calls`);
+  await page.selectOption("#f-scope", "BAD");
+  await page.selectOption("#f-status", "failure");
+  const failedRows = page.locator('#calls-table tbody tr[data-status="failure"]');
+  const allRows = page.locator("#calls-table tbody tr");
+  // The ledger writer is asynchronous: filter again until the one failed call is listed.
+  for (let i = 0; i < 40; i++) {
+    await page.click("#calls-form button");
+    await page.waitForTimeout(250);
+    if ((await allRows.count()) === 1 && (await failedRows.count()) === 1) break;
+  }
+  const rows = await allRows.count();
+  const failed = await failedRows.count();
+  if (rows !== 1 || failed !== 1) throw new Error(`the filtered list has ${rows} rows (${failed} failed), expected the one failed call`);
+  await shot("calls-failed");
+  console.log("step: one failed call");
+  await failedRows.first().click();
+  await page.locator('[data-testid="attempt-1"]').filter({ hasText: "transient" }).waitFor(WAIT);
+  const attempts = await page.locator("#attempts-table tbody tr").count();
+  if (attempts < 1) throw new Error("no attempts listed");
+  await shot("call-attempts");
+  console.log("step: attempts shown");
+
+  if (errors.length) throw new Error("page errors: " + errors.join("; "));
+} finally {
+  await browser.close();
+}
