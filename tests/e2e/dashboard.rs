@@ -281,6 +281,111 @@ async fn attempts_of(gw: &GatewayProcess, id: &str) -> i64 {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_spend_page_lists_each_keys_budget_with_its_periods_spend() {
+    let m = mock().await;
+    let prices = pricing_file();
+    let tag = "dash-budgets";
+    script(&m, &format!("{tag}-a"), json!({"then": {"usage": true}})).await;
+    let mut env = source(&m, "openai", 1, &format!("{tag}-a"), "gpt-dash");
+    env.extend([
+        kv("PGW_ADMIN_KEYS", ADMIN),
+        kv("PGW_VIRTUAL_KEYS", "true"),
+        kv(
+            "PGW_KEY_HASH_SECRET",
+            "dashboard-test-hash-secret-0123456789",
+        ),
+        kv("PGW_TELEMETRY_BACKEND", "sqlite"),
+        kv("PGW_CACHE_BACKEND", "none"),
+        kv(
+            "PGW_PRICING_FILE",
+            prices.path().join("pricing.json").display(),
+        ),
+    ]);
+    let gw = gateway(env).await;
+    let client = reqwest::Client::new();
+    let created: Value = client
+        .post(format!("{}/admin/keys", gw.base_url))
+        .bearer_auth(ADMIN)
+        .json(&json!({"name": "dash", "budgets": [
+            {"period": "daily", "limit_usd": 5.0, "soft_limit_usd": 1.0},
+            {"period": "total", "limit_usd": 50.0}]}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let (id, secret) = (
+        created["key"]["id"].as_str().unwrap().to_string(),
+        created["secret"].as_str().unwrap().to_string(),
+    );
+    let answer: Value = client
+        .post(format!("{}/v1/chat/completions", gw.base_url))
+        .bearer_auth(&secret)
+        .json(&json!({"model": "llm", "messages": [{"role": "user", "content": "hello budget"}]}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let u = &answer["usage"];
+    let cost = (u["prompt_tokens"].as_f64().unwrap()
+        + 2.0 * u["completion_tokens"].as_f64().unwrap())
+        / 1e6;
+    ledger_calls(&gw, 1).await;
+    let (s, spend) = admin_get(&gw, "/admin/dashboard/spend?group_by=key", Some(ADMIN)).await;
+    assert_eq!(s, 200, "{spend}");
+    let lines = spend["lines"].as_array().unwrap();
+    assert_eq!(lines.len(), 1, "{spend}");
+    assert_eq!(lines[0]["group"], id.as_str());
+    assert!((lines[0]["cost"].as_f64().unwrap() - cost).abs() < 1e-12);
+    let budgets = spend["budgets"].as_array().unwrap();
+    let shape: Vec<(Value, Value, Value, Value, Value)> = budgets
+        .iter()
+        .map(|b| {
+            (
+                b["owner"].clone(),
+                b["id"].clone(),
+                b["period"].clone(),
+                b["limit_usd"].clone(),
+                b["soft_limit_usd"].clone(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        shape,
+        [
+            (
+                json!("key"),
+                json!(id),
+                json!("daily"),
+                json!(5.0),
+                json!(1.0)
+            ),
+            (
+                json!("key"),
+                json!(id),
+                json!("total"),
+                json!(50.0),
+                Value::Null
+            ),
+        ]
+    );
+    for b in budgets {
+        assert!(
+            (b["spent_usd"].as_f64().unwrap() - cost).abs() < 1e-12,
+            "{b}"
+        );
+    }
+    assert_eq!(budgets[1]["period_start_ms"], 0);
+    assert_eq!(budgets[1]["resets_at_ms"], Value::Null);
+    let day = budgets[0]["resets_at_ms"].as_i64().unwrap()
+        - budgets[0]["period_start_ms"].as_i64().unwrap();
+    assert_eq!(day, 86_400_000);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_dashboard_api_refuses_bad_keys_and_names_bad_parameters() {
     let m = mock().await;
     let prices = pricing_file();

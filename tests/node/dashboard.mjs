@@ -43,9 +43,15 @@ try {
 
   // Sign in: a wrong key is refused with the gateway's message, the admin key is accepted.
   await page.goto(`${GW_URL}/ui/`);
+  const signedOutOnly = async (what) => {
+    if (await page.locator("#nav").isVisible()) throw new Error(`the navigation shows ${what}`);
+    if (await page.locator("#page-overview").isVisible()) throw new Error(`the overview shows ${what}`);
+  };
+  await signedOutOnly("before sign-in");
   await page.fill("#admin-key", "not-the-key");
   await page.click("#login-form button");
   await page.locator("#login-error").filter({ hasText: /./ }).waitFor(WAIT);
+  await signedOutOnly("after a refused key");
   await shot("login");
   await page.fill("#admin-key", ADMIN_KEY);
   await page.click("#login-form button");
