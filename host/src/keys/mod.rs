@@ -33,7 +33,9 @@ pub use spend::{
     DEFAULT_WINDOW_MS, GroupBy, Owner, SpendQuery, SpendReport, SpendRow, spent_since,
 };
 pub use store::{KeyStore, StoreLocation, StoredKey};
-pub use time::{ONE_DAY_MS, format_rfc3339, parse_date, parse_rfc3339};
+pub use time::{
+    ONE_DAY_MS, format_rfc3339, parse_date, parse_range_bound, parse_rfc3339, range_bound_error,
+};
 
 /// Why a key operation failed. Each maps to one HTTP status in `proxy/admin_keys.rs`; no
 /// variant ever carries a secret.

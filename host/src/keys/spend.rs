@@ -7,7 +7,7 @@ use serde::Serialize;
 
 use super::KeysError;
 use super::store::KeyStore;
-use super::time::{ONE_DAY_MS, format_rfc3339, parse_date, parse_rfc3339};
+use super::time::{ONE_DAY_MS, format_rfc3339, parse_range_bound, range_bound_error};
 
 /// The default spend window: the last 30 days.
 pub const DEFAULT_WINDOW_MS: i64 = 30 * ONE_DAY_MS;
@@ -120,14 +120,7 @@ impl SpendQuery {
         now_ms: i64,
     ) -> Result<Self, KeysError> {
         let instant = |param: &str, s: &str, end: bool| {
-            parse_rfc3339(s)
-                .or_else(|| parse_date(s).map(|d| if end { d + ONE_DAY_MS } else { d }))
-                .ok_or_else(|| {
-                    KeysError::invalid(
-                        param,
-                        format!("expected an RFC 3339 timestamp or a YYYY-MM-DD date, got `{s}`"),
-                    )
-                })
+            parse_range_bound(s, end).ok_or_else(|| KeysError::invalid(param, range_bound_error(s)))
         };
         let to_ms = match to {
             Some(s) => instant("to", s, true)?,

@@ -58,6 +58,17 @@ pub fn parse_date(s: &str) -> Option<i64> {
     Some(days_from_civil(y, m, d) * DAY_MS)
 }
 
+/// A query's `from` or `to` instant: an RFC 3339 timestamp, or a `YYYY-MM-DD` date — its
+/// midnight UTC, or with `end` the next midnight (a `to` date includes that whole day).
+pub fn parse_range_bound(s: &str, end: bool) -> Option<i64> {
+    parse_rfc3339(s).or_else(|| parse_date(s).map(|d| if end { d + DAY_MS } else { d }))
+}
+
+/// The message of a `from`/`to` value [`parse_range_bound`] refuses.
+pub fn range_bound_error(s: &str) -> String {
+    format!("expected an RFC 3339 timestamp or a YYYY-MM-DD date, got `{s}`")
+}
+
 /// An RFC 3339 timestamp (`2026-12-02T10:00:00Z`, `…T10:00:00.250+01:00`) → Unix ms
 /// (fractions below a millisecond are dropped).
 pub fn parse_rfc3339(s: &str) -> Option<i64> {

@@ -5,7 +5,7 @@
 use serde::Serialize;
 
 use super::{Ledger, LedgerError, Pool};
-use crate::keys::{ONE_DAY_MS, parse_date, parse_rfc3339};
+use crate::keys::{ONE_DAY_MS, parse_range_bound, range_bound_error};
 
 /// What spend lines are grouped by.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -49,14 +49,8 @@ impl SpendRange {
     /// parameter.
     pub fn parse(from: Option<&str>, to: Option<&str>, now_ms: i64) -> Result<Self, LedgerError> {
         let instant = |param: &'static str, s: &str, end: bool| {
-            parse_rfc3339(s)
-                .or_else(|| parse_date(s).map(|d| if end { d + ONE_DAY_MS } else { d }))
-                .ok_or_else(|| {
-                    LedgerError::invalid(
-                        param,
-                        format!("expected an RFC 3339 timestamp or a YYYY-MM-DD date, got `{s}`"),
-                    )
-                })
+            parse_range_bound(s, end)
+                .ok_or_else(|| LedgerError::invalid(param, range_bound_error(s)))
         };
         let to_ms = match to {
             Some(s) => instant("to", s, true)?,
