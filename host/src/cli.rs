@@ -58,9 +58,25 @@ enum Command {
         /// SSE chunks per streamed answer.
         #[arg(long, default_value_t = 64)]
         chunks: usize,
-        /// The high concurrency level (the low one is 1).
+        /// The high concurrency levels (the low one is 1), comma-separated.
+        #[arg(long, value_delimiter = ',', default_values_t = [32, 128])]
+        concurrency: Vec<usize>,
+        /// The nginx binary measured as the floor (default: /usr/sbin/nginx, else
+        /// /usr/bin/nginx; without one the bench runs and gives no ratio to it).
+        #[arg(long)]
+        nginx: Option<PathBuf>,
+        /// Concurrent streams of the paced load.
+        #[arg(long, default_value_t = 512)]
+        paced_streams: usize,
+        /// Paced streams each client reads back to back.
+        #[arg(long, default_value_t = 3)]
+        paced_rounds: usize,
+        /// Content deltas per paced stream.
         #[arg(long, default_value_t = 64)]
-        concurrency: usize,
+        paced_deltas: usize,
+        /// Milliseconds between two deltas of a paced stream.
+        #[arg(long, default_value_t = 20.0)]
+        pace_ms: f64,
         /// Where to write the JSON report.
         #[arg(long, default_value = "bench.json")]
         out: PathBuf,
@@ -153,9 +169,22 @@ pub fn run() -> ExitCode {
                 concurrency,
                 out,
                 only,
+                nginx,
+                paced_streams,
+                paced_rounds,
+                paced_deltas,
+                pace_ms,
                 soak_s: None,
                 ..
-            } => bench(duration_s, chunks, concurrency, out, only).await,
+            } => {
+                let paced = PacedArgs {
+                    streams: paced_streams,
+                    rounds: paced_rounds,
+                    deltas: paced_deltas,
+                    pace_ms,
+                };
+                bench(duration_s, chunks, concurrency, out, only, nginx, paced).await
+            }
             Command::BenchPassthrough { upstream, listen } => {
                 bench_passthrough(upstream, listen).await
             }
@@ -246,22 +275,48 @@ async fn serve() -> ExitCode {
     }
 }
 
+/// The paced load's options of `bench`.
+struct PacedArgs {
+    streams: usize,
+    rounds: usize,
+    deltas: usize,
+    pace_ms: f64,
+}
+
 async fn bench(
     duration_s: f64,
     chunks: usize,
-    concurrency: usize,
+    mut concurrency: Vec<usize>,
     out: PathBuf,
     only: Vec<crate::bench::RowFilter>,
+    nginx: Option<PathBuf>,
+    paced: PacedArgs,
 ) -> ExitCode {
-    if !(duration_s.is_finite() && duration_s > 0.0) || concurrency == 0 {
-        return fail("--duration-s must be > 0 and --concurrency ≥ 1");
+    if !(duration_s.is_finite() && duration_s > 0.0) {
+        return fail("--duration-s must be > 0");
     }
+    if concurrency.is_empty() || concurrency.contains(&0) {
+        return fail("--concurrency takes levels ≥ 1, comma-separated (e.g. 32,128)");
+    }
+    if paced.streams == 0 || paced.rounds == 0 || paced.deltas == 0 {
+        return fail("--paced-streams, --paced-rounds and --paced-deltas must be ≥ 1");
+    }
+    if !(paced.pace_ms.is_finite() && (0.0..=10_000.0).contains(&paced.pace_ms)) {
+        return fail("--pace-ms must be between 0 and 10000");
+    }
+    concurrency.sort_unstable();
+    concurrency.dedup();
     let opts = crate::bench::BenchOptions {
         duration: std::time::Duration::from_secs_f64(duration_s),
         chunks,
         concurrency,
         out,
         only,
+        nginx,
+        paced_streams: paced.streams,
+        paced_rounds: paced.rounds,
+        paced_deltas: paced.deltas,
+        pace: std::time::Duration::from_secs_f64(paced.pace_ms / 1000.0),
     };
     match crate::bench::run(opts).await {
         Ok(_) => ExitCode::SUCCESS,

@@ -1,10 +1,11 @@
 //! The operator dashboard (`/ui/` and `/admin/dashboard/*`, docs/dashboard.md) on a real
 //! `polygateway serve` with a SQLite ledger: the JSON API's answers checked exactly against
 //! the calls made (the ledger's calls and attempts, spend and tokens, the live series, auth
-//! and every bad parameter), the page's assets, and the page itself in real Chromium driven
-//! by Playwright (`tests/node/dashboard.mjs`): sign in, a breaker opening while the mock
-//! fails a source, a limiter gate filling, the call list filtered to one failed call and
-//! its attempts — with a screenshot of each page.
+//! and every bad parameter), the page's assets, and the page itself in real browsers
+//! (`tests/node/dashboard.mjs`; Debian's Chromium driven by Playwright, Debian's Firefox ESR
+//! by Puppeteer over WebDriver BiDi): sign in, a breaker opening while the mock fails a
+//! source, a limiter gate filling, the call list filtered to one failed call and its
+//! attempts — with a screenshot of each page in each browser.
 
 use std::time::Duration;
 
@@ -551,20 +552,36 @@ async fn the_page_and_its_assets_are_served_from_the_binary() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_dashboard_in_chromium_shows_a_breaker_opening_a_gate_filling_and_a_failed_calls_attempts()
  {
-    let chromium = std::path::Path::new("/usr/bin/chromium");
+    let ua = dashboard_in_browser("chromium", "/usr/bin/chromium", "dash-ui").await;
+    assert!(ua.contains("Chrome/"), "the user agent is Chromium's: {ua}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_dashboard_in_firefox_shows_a_breaker_opening_a_gate_filling_and_a_failed_calls_attempts()
+ {
+    let ua = dashboard_in_browser("firefox", "/usr/bin/firefox-esr", "dash-ff").await;
+    assert!(ua.contains("Firefox/"), "the user agent is Firefox's: {ua}");
+}
+
+/// Runs `tests/node/dashboard.mjs` in `browser` ("chromium" or "firefox", the binary at
+/// `path`) against a gateway of its own (scenarios named after `tag`), checks its steps and
+/// its seven screenshots under `artifacts/dashboard/<browser>/`, and returns the user agent
+/// the page reported.
+async fn dashboard_in_browser(browser: &str, path: &str, tag: &str) -> String {
+    let binary = std::path::Path::new(path);
     assert!(
-        chromium.exists(),
-        "/usr/bin/chromium not found: `.ci/run` installs Debian's chromium"
+        binary.exists(),
+        "{path} not found: `.ci/run` installs Debian's chromium and firefox-esr"
     );
     let script_path = repo_root().join("tests/node/dashboard.mjs");
     let m = mock().await;
     let prices = pricing_file();
-    let tag = "dash-ui";
     script(&m, &format!("{tag}-a"), json!({"then": {"usage": true}})).await;
     script(&m, &format!("{tag}-b"), json!({"then": {"usage": true}})).await;
     script(&m, &format!("{tag}-bad"), json!({"then": {"status": 500}})).await;
     let gw = gateway(env(&m, tag, &prices.path().join("pricing.json"))).await;
-    let out_dir = artifacts_dir();
+    let out_dir = artifacts_dir().join(browser);
+    std::fs::create_dir_all(&out_dir).expect("artifacts dir");
     let run = tokio::process::Command::new("node")
         .arg(&script_path)
         .env("GW_URL", &gw.base_url)
@@ -573,7 +590,8 @@ async fn the_dashboard_in_chromium_shows_a_breaker_opening_a_gate_filling_and_a_
         .env("MOCK_URL", format!("http://{}", m.addr))
         .env("TAG", tag)
         .env("OUT_DIR", &out_dir)
-        .env("CHROMIUM", chromium)
+        .env("BROWSER", browser)
+        .env("BROWSER_PATH", binary)
         .kill_on_drop(true)
         .output();
     let out = tokio::time::timeout(Duration::from_secs(180), run)
@@ -583,7 +601,7 @@ async fn the_dashboard_in_chromium_shows_a_breaker_opening_a_gate_filling_and_a_
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),
-        "dashboard.mjs failed: {}\nstdout:\n{stdout}\nstderr:\n{}",
+        "dashboard.mjs in {browser} failed: {}\nstdout:\n{stdout}\nstderr:\n{}",
         out.status,
         String::from_utf8_lossy(&out.stderr)
     );
@@ -597,11 +615,11 @@ async fn the_dashboard_in_chromium_shows_a_breaker_opening_a_gate_filling_and_a_
         "call-attempts",
     ] {
         let png = std::fs::read(out_dir.join(format!("{page}.png")))
-            .unwrap_or_else(|e| panic!("{page}.png: {e}"));
+            .unwrap_or_else(|e| panic!("{browser}/{page}.png: {e}"));
         assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n", "{page}.png is a PNG");
         assert!(
             png.len() > 10_000,
-            "{page}.png is a real screenshot ({} bytes)",
+            "{browser}/{page}.png is a real screenshot ({} bytes)",
             png.len()
         );
     }
@@ -619,8 +637,14 @@ async fn the_dashboard_in_chromium_shows_a_breaker_opening_a_gate_filling_and_a_
             "spend by source",
             "one failed call",
             "attempts shown"
-        ]
+        ],
+        "{browser}"
     );
+    stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("browser: "))
+        .expect("dashboard.mjs prints the user agent")
+        .to_owned()
 }
 
 /// Where the screenshots go: `$PGW_ARTIFACTS_DIR/dashboard`, else `target/artifacts/dashboard`

@@ -1,13 +1,14 @@
-// The dashboard in real Chromium (Debian's, driven by playwright-core), run by
-// tests/e2e/dashboard.rs against a `polygateway serve` whose LLM scope has sources openai-1
-// and openai-2 on the mock (breaker threshold 2, openai-2 limited to 3 concurrent calls) and
-// whose BAD scope always fails. Prints `step: <name>` after each check and writes a
-// screenshot of each page to $OUT_DIR. Any failed wait throws and exits non-zero.
-import { chromium } from "playwright-core";
+// The dashboard in a real browser, run by tests/e2e/dashboard.rs against a `polygateway serve`
+// whose LLM scope has sources openai-1 and openai-2 on the mock (breaker threshold 2,
+// openai-2 limited to 3 concurrent calls) and whose BAD scope always fails. BROWSER is
+// "chromium" (Debian's, driven by playwright-core) or "firefox" (Debian's Firefox ESR, driven
+// by puppeteer-core over WebDriver BiDi), BROWSER_PATH its binary; browser.mjs gives both the
+// same page interface. Prints `browser: <user agent>`, then `step: <name>` after each check,
+// and writes a screenshot of each page to $OUT_DIR. Any failed wait throws and exits non-zero.
 import { join } from "node:path";
+import { openPage } from "./browser.mjs";
 
-const { GW_URL, ADMIN_KEY, CLIENT_KEY, MOCK_URL, TAG, OUT_DIR, CHROMIUM } = process.env;
-const WAIT = { timeout: 20_000 };
+const { GW_URL, ADMIN_KEY, CLIENT_KEY, MOCK_URL, TAG, OUT_DIR, BROWSER, BROWSER_PATH } = process.env;
 
 async function scriptMock(name, script) {
   const r = await fetch(`${MOCK_URL}/_mock/scenarios/${name}`, {
@@ -30,39 +31,33 @@ function expectStatus(got, want, what) {
   if (got !== want) throw new Error(`${what}: status ${got}, expected ${want}`);
 }
 
-const browser = await chromium.launch({
-  executablePath: CHROMIUM,
-  headless: true,
-  args: ["--no-sandbox", "--disable-gpu", "--disable-background-networking"],
-});
+const page = await openPage(BROWSER, BROWSER_PATH, { width: 1440, height: 1000 });
 try {
-  const page = await browser.newPage({ viewport: { width: 1440, height: 1000 } });
-  const shot = (name) => page.screenshot({ path: join(OUT_DIR, `${name}.png`), fullPage: true });
-  const errors = [];
-  page.on("pageerror", (e) => errors.push(e.message));
+  console.log(`browser: ${page.name}`);
+  const shot = (name) => page.shot(join(OUT_DIR, `${name}.png`));
 
   // Sign in: a wrong key is refused with the gateway's message, the admin key is accepted.
   await page.goto(`${GW_URL}/ui/`);
   const signedOutOnly = async (what) => {
-    if (await page.locator("#nav").isVisible()) throw new Error(`the navigation shows ${what}`);
-    if (await page.locator("#page-overview").isVisible()) throw new Error(`the overview shows ${what}`);
+    if (await page.visible("#nav")) throw new Error(`the navigation shows ${what}`);
+    if (await page.visible("#page-overview")) throw new Error(`the overview shows ${what}`);
   };
   await signedOutOnly("before sign-in");
   await page.fill("#admin-key", "not-the-key");
   await page.click("#login-form button");
-  await page.locator("#login-error").filter({ hasText: /./ }).waitFor(WAIT);
+  await page.waitFor("#login-error", { text: /./ });
   await signedOutOnly("after a refused key");
   await shot("login");
   await page.fill("#admin-key", ADMIN_KEY);
   await page.click("#login-form button");
-  await page.locator("#nav").waitFor({ state: "visible", ...WAIT });
+  await page.waitFor("#nav");
   if (page.url().includes(ADMIN_KEY)) throw new Error("the admin key is in the URL");
   console.log("step: signed in");
 
   // Overview: three answered calls show in the live totals.
   for (let i = 0; i < 3; i++) expectStatus(await chat("llm"), 200, "warm-up call");
-  await page.locator('[data-testid="card-total"] .value').filter({ hasText: /^3$/ }).waitFor(WAIT);
-  await page.locator("#chart-rps .uplot").waitFor(WAIT);
+  await page.waitFor('[data-testid="card-total"] .value', { text: /^3$/ });
+  await page.waitFor("#chart-rps .uplot");
   await shot("overview");
   console.log("step: overview counts calls");
 
@@ -70,57 +65,57 @@ try {
   await scriptMock(`${TAG}-a`, { then: { status: 500 } });
   for (let i = 0; i < 4; i++) expectStatus(await chat("llm"), 200, "failover call");
   await page.goto(`${GW_URL}/ui/#/sources`);
-  if (!(await page.locator("#nav").isVisible())) {
+  if (!(await page.visible("#nav"))) {
     // A navigation by URL keeps the page (only the hash changed); this guards the test.
     throw new Error("navigating to #/sources signed the page out");
   }
-  await page.locator('[data-testid="breaker-openai-1"][data-state="open"]').waitFor(WAIT);
-  await page.locator('[data-testid="breaker-openai-2"][data-state="closed"]').waitFor(WAIT);
+  await page.waitFor('[data-testid="breaker-openai-1"][data-state="open"]');
+  await page.waitFor('[data-testid="breaker-openai-2"][data-state="closed"]');
   await shot("sources-breaker-open");
   console.log("step: breaker open");
 
   // The limiter gate fills: three slow calls hold openai-2's three slots.
   await scriptMock(`${TAG}-b`, { then: { usage: true, first_token_delay_ms: 5000 } });
   const slow = [chat("llm"), chat("llm"), chat("llm")];
-  await page.locator('[data-testid="gate-concurrency-openai-2"]').filter({ hasText: "3 / 3" }).waitFor(WAIT);
+  await page.waitFor('[data-testid="gate-concurrency-openai-2"]', { text: "3 / 3" });
   await shot("sources-gate-full");
   console.log("step: gate full");
   for (const s of await Promise.all(slow)) expectStatus(s, 200, "slow call");
 
   // Spend, grouped by source.
   await page.goto(`${GW_URL}/ui/#/spend`);
-  await page.selectOption("#spend-group", "source");
+  await page.select("#spend-group", "source");
   await page.click("#spend-form button");
-  await page.locator('[data-testid="spend-openai-2"]').waitFor(WAIT);
+  await page.waitFor('[data-testid="spend-openai-2"]');
   await shot("spend");
   console.log("step: spend by source");
 
   // One failed call, found with the filters, and its attempts.
   expectStatus(await chat("bad"), 503, "the BAD scope's call");
   await page.goto(`${GW_URL}/ui/#/calls`);
-  await page.selectOption("#f-scope", "BAD");
-  await page.selectOption("#f-status", "failure");
-  const failedRows = page.locator('#calls-table tbody tr[data-status="failure"]');
-  const allRows = page.locator("#calls-table tbody tr");
+  await page.select("#f-scope", "BAD");
+  await page.select("#f-status", "failure");
+  const failedRows = '#calls-table tbody tr[data-status="failure"]';
+  const allRows = "#calls-table tbody tr";
   // The ledger writer is asynchronous: filter again until the one failed call is listed.
   for (let i = 0; i < 40; i++) {
     await page.click("#calls-form button");
-    await page.waitForTimeout(250);
-    if ((await allRows.count()) === 1 && (await failedRows.count()) === 1) break;
+    await page.sleep(250);
+    if ((await page.count(allRows)) === 1 && (await page.count(failedRows)) === 1) break;
   }
-  const rows = await allRows.count();
-  const failed = await failedRows.count();
+  const rows = await page.count(allRows);
+  const failed = await page.count(failedRows);
   if (rows !== 1 || failed !== 1) throw new Error(`the filtered list has ${rows} rows (${failed} failed), expected the one failed call`);
   await shot("calls-failed");
   console.log("step: one failed call");
-  await failedRows.first().click();
-  await page.locator('[data-testid="attempt-1"]').filter({ hasText: "transient" }).waitFor(WAIT);
-  const attempts = await page.locator("#attempts-table tbody tr").count();
+  await page.click(failedRows);
+  await page.waitFor('[data-testid="attempt-1"]', { text: "transient" });
+  const attempts = await page.count("#attempts-table tbody tr");
   if (attempts < 1) throw new Error("no attempts listed");
   await shot("call-attempts");
   console.log("step: attempts shown");
 
-  if (errors.length) throw new Error("page errors: " + errors.join("; "));
+  if (page.errors.length) throw new Error("page errors: " + page.errors.join("; "));
 } finally {
-  await browser.close();
+  await page.close();
 }

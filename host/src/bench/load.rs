@@ -19,7 +19,7 @@ pub struct Stats {
     pub ttfb_p99_us: Option<f64>,
 }
 
-fn pct(sorted: &[u64], q: f64) -> f64 {
+pub(super) fn pct(sorted: &[u64], q: f64) -> f64 {
     if sorted.is_empty() {
         return 0.0;
     }
@@ -27,12 +27,8 @@ fn pct(sorted: &[u64], q: f64) -> f64 {
     sorted[i.min(sorted.len() - 1)] as f64
 }
 
-/// Run the load for `duration` against `url` (a chat-completions endpoint).
-pub async fn run(url: &str, stream: bool, concurrency: usize, duration: Duration) -> Stats {
-    run_counted(url, stream, concurrency, duration, None, None).await
-}
-
-/// Like [`run`], each request sending `Authorization: Bearer <key>`.
+/// Run the load for `duration` against `url` (a chat-completions endpoint), each request
+/// sending `Authorization: Bearer <key>` when `key` is given.
 pub async fn run_with_key(
     url: &str,
     stream: bool,
@@ -43,7 +39,7 @@ pub async fn run_with_key(
     run_counted(url, stream, concurrency, duration, None, key).await
 }
 
-/// Like [`run`], also adding each finished call to `done` as it ends (for progress reports),
+/// Like [`run_with_key`], also adding each finished call to `done` as it ends (for progress reports),
 /// and sending `key` as the bearer token when given.
 pub async fn run_counted(
     url: &str,

@@ -1,11 +1,16 @@
 //! `polygateway bench`: gateway overhead measured side by side with the direct path, in one
-//! run — a fast mock upstream, the bare pass-through proxy (the floor on the same HTTP stack),
-//! the gateway as a child process with the default governance on and with everything off,
-//! a load generator, and the plugin microbenchmark (wasm versus native). Prints one table
-//! and writes it as JSON. Numbers are only meaningful on a quiet machine.
+//! run — a fast mock upstream; nginx as a bare reverse proxy (the floor every figure is a
+//! ratio to, `nginx.rs`); the pass-through proxy on the gateway's own HTTP stack; the gateway
+//! as a child process with the default governance on, with everything off and with virtual
+//! keys; a load generator at concurrency 1 and at the high levels; the paced-stream load
+//! (512 streams of deltas 20 ms apart, `paced.rs`); and the plugin microbenchmark (wasm
+//! versus native). Prints one table and writes it as JSON. Numbers are only meaningful on a
+//! quiet machine.
 
 mod load;
 mod micro;
+mod nginx;
+mod paced;
 mod passthrough;
 mod process;
 mod soak;
@@ -16,6 +21,7 @@ use std::time::Duration;
 
 pub use load::Stats;
 pub use micro::Micro;
+pub use paced::PacedStats;
 pub use passthrough::start as passthrough_start;
 pub use soak::{SoakOptions, SoakReport, run as run_soak};
 
@@ -26,12 +32,21 @@ pub struct BenchOptions {
     pub duration: Duration,
     /// SSE chunks per streamed answer.
     pub chunks: usize,
-    /// The high concurrency level (the low one is 1).
-    pub concurrency: usize,
+    /// The high concurrency levels (the low one is 1), ascending.
+    pub concurrency: Vec<usize>,
     /// Where the JSON report goes.
     pub out: std::path::PathBuf,
     /// Only the rows these select (empty: all).
     pub only: Vec<RowFilter>,
+    /// The nginx binary (`None`: Debian's `/usr/sbin/nginx`, else `nginx` on `PATH`).
+    pub nginx: Option<std::path::PathBuf>,
+    /// Concurrent streams of the paced load.
+    pub paced_streams: usize,
+    /// Streams each paced client reads back to back.
+    pub paced_rounds: usize,
+    /// Content deltas per paced stream, and the time between two.
+    pub paced_deltas: usize,
+    pub pace: Duration,
 }
 
 /// A selection of benchmark rows (`--only`): by mode or by concurrency level. Filters of the
@@ -40,18 +55,20 @@ pub struct BenchOptions {
 pub enum RowFilter {
     NonStream,
     Stream,
+    /// The paced-stream load (levels do not apply to it).
+    Paced,
     /// Concurrency 1.
     C1,
-    /// The high concurrency level.
+    /// The high concurrency levels.
     High,
 }
 
 impl BenchOptions {
     /// Whether the rows of `stream` at concurrency `conc` are measured.
     fn wants(&self, stream: bool, conc: usize) -> bool {
-        let modes = [RowFilter::NonStream, RowFilter::Stream];
+        let modes = [RowFilter::NonStream, RowFilter::Stream, RowFilter::Paced];
         let levels = [RowFilter::C1, RowFilter::High];
-        let pick = |kinds: [RowFilter; 2], this: RowFilter| {
+        let pick = |kinds: &[RowFilter], this: RowFilter| {
             !self.only.iter().any(|f| kinds.contains(f)) || self.only.contains(&this)
         };
         let mode = if stream {
@@ -64,7 +81,18 @@ impl BenchOptions {
         } else {
             RowFilter::High
         };
-        pick(modes, mode) && pick(levels, level)
+        pick(&modes, mode) && pick(&levels, level)
+    }
+
+    /// Whether the paced-stream load runs: unless the filters name modes without `paced`.
+    fn wants_paced(&self) -> bool {
+        let modes = [RowFilter::NonStream, RowFilter::Stream, RowFilter::Paced];
+        !self.only.iter().any(|f| modes.contains(f)) || self.only.contains(&RowFilter::Paced)
+    }
+
+    /// The highest concurrency level (the one the keyed pairs and CPU figures use).
+    fn top(&self) -> usize {
+        self.concurrency.iter().copied().max().unwrap_or(1)
     }
 }
 
@@ -79,10 +107,27 @@ pub struct Row {
     pub added_p50_us: Option<f64>,
     pub added_p99_us: Option<f64>,
     pub added_p999_us: Option<f64>,
-    /// CPU seconds of the serving process (gateway or pass-through) per 1,000 requests.
+    /// CPU seconds of the serving process (gateway, pass-through or nginx) per 1,000
+    /// requests.
     pub cpu_s_per_1k: Option<f64>,
+    /// Context switches of the serving process's threads per request.
+    pub context_switches_per_request: Option<f64>,
     /// Throughput relative to the pass-through proxy.
     pub vs_passthrough: Option<f64>,
+    /// Throughput, and CPU per request, relative to nginx in the same run.
+    pub vs_nginx: Option<f64>,
+    pub cpu_vs_nginx: Option<f64>,
+}
+
+/// One target under the paced-stream load.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct PacedRow {
+    pub path: &'static str,
+    pub stats: PacedStats,
+    /// TTFT p50 minus the direct path's, in µs.
+    pub added_ttft_p50_us: Option<f64>,
+    /// Peak RSS of the serving process during this load alone, in MiB.
+    pub peak_rss_mib: Option<f64>,
 }
 
 /// The whole report.
@@ -91,7 +136,15 @@ pub struct Report {
     pub machine: String,
     pub duration_s: f64,
     pub chunks: usize,
+    /// The nginx binary measured (`None`: none was found, and no ratio to it is given).
+    pub nginx: Option<String>,
     pub rows: Vec<Row>,
+    /// Concurrent streams, rounds, deltas per stream and their pace (ms) of the paced load.
+    pub paced_streams: usize,
+    pub paced_rounds: usize,
+    pub paced_deltas: usize,
+    pub pace_ms: f64,
+    pub paced: Vec<PacedRow>,
     pub gateway_peak_rss_mib: Option<f64>,
     pub gateway_off_peak_rss_mib: Option<f64>,
     pub micro: Option<Micro>,
@@ -132,6 +185,32 @@ pub struct Derived {
     /// rows' runs does not pass for a cost of the keyed path.
     pub keyed_vs_static_cpu_pairs_non_stream: Vec<f64>,
     pub keyed_vs_static_cpu_pairs_stream: Vec<f64>,
+    /// The targets against nginx in the same run (README, "Benchmark").
+    pub nginx: NginxTargets,
+}
+
+/// The default gateway against nginx, each with its target.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct NginxTargets {
+    /// Added p99 at concurrency 1, non-streamed, in µs, of the gateway and of nginx; the
+    /// target is gateway ≤ 2 × nginx + 100 µs.
+    pub added_p99_c1_us: Option<f64>,
+    pub nginx_added_p99_c1_us: Option<f64>,
+    /// Non-streamed and streamed throughput as a share of nginx's at each high level
+    /// (`[concurrency, ratio]`; target ≥ 0.60 non-streamed).
+    pub throughput_non_stream: Vec<(usize, f64)>,
+    pub throughput_stream: Vec<(usize, f64)>,
+    /// CPU per non-streamed request at the top level over nginx's (target ≤ 2.5).
+    pub cpu_per_request: Option<f64>,
+    /// CPU per streamed chunk at the top level ((streamed − non-streamed) / chunks) over
+    /// nginx's (target ≤ 2).
+    pub cpu_per_chunk: Option<f64>,
+    /// Paced streams: added TTFT p50 over nginx's (target ≤ 2), max-gap p99 minus nginx's
+    /// in ms (target ≤ 5), stalled streams (target 0), peak RSS in MiB (target ≤ 80).
+    pub paced_added_ttft: Option<f64>,
+    pub paced_max_gap_p99_minus_nginx_ms: Option<f64>,
+    pub paced_stalled: Option<usize>,
+    pub paced_peak_rss_mib: Option<f64>,
 }
 
 /// How many back-to-back pairs of runs measure the keyed path's CPU ratio.
@@ -250,6 +329,7 @@ fn derive(rows: &[Row], chunks: usize, high: usize, micro: Option<&Micro>) -> De
         }),
         keyed_vs_static_cpu_pairs_non_stream: Vec::new(),
         keyed_vs_static_cpu_pairs_stream: Vec::new(),
+        nginx: NginxTargets::default(),
     }
 }
 
@@ -338,18 +418,64 @@ fn gateway_env(upstream: &str, governance: bool) -> Vec<(String, String)> {
     env
 }
 
+/// One server the load is sent to.
+struct Target {
+    path: &'static str,
+    /// `…/v1/chat/completions`.
+    url: String,
+    key: Option<String>,
+    /// The serving process (none for the direct path: the upstream is in this process).
+    proc: Option<process::ProcStats>,
+}
+
+/// One measured load against `t`: its stats, CPU s per 1,000 requests and context
+/// switches per request of the serving process.
+async fn measure(
+    t: &Target,
+    stream: bool,
+    conc: usize,
+    duration: Duration,
+) -> (Stats, Option<f64>, Option<f64>) {
+    let cpu0 = t.proc.and_then(|p| p.cpu_seconds());
+    let cs0 = t.proc.and_then(|p| p.context_switches());
+    let s = load::run_with_key(&t.url, stream, conc, duration, t.key.as_deref()).await;
+    let n = s.requests.max(1) as f64;
+    let cpu = t
+        .proc
+        .and_then(|p| p.cpu_seconds())
+        .zip(cpu0)
+        .map(|(b, a)| (b - a) / n * 1000.0);
+    let cs = t
+        .proc
+        .and_then(|p| p.context_switches())
+        .zip(cs0)
+        .map(|(b, a)| b.saturating_sub(a) as f64 / n);
+    (s, cpu, cs)
+}
+
 /// Run the benchmark and print the table; the report is also written as JSON.
 pub async fn run(opts: BenchOptions) -> Result<Report, String> {
     let mut out = std::io::stdout();
-    let upstream_addr = upstream::start(opts.chunks)
+    let pacing = upstream::Pacing {
+        deltas: opts.paced_deltas,
+        pace: opts.pace,
+    };
+    let upstream_addr = upstream::start(opts.chunks, pacing)
         .await
         .map_err(|e| e.to_string())?;
     let upstream = format!("http://{upstream_addr}");
+    let nginx_bin = nginx::find(opts.nginx.as_deref());
+    let nginx = match &nginx_bin {
+        Some(bin) => Some(nginx::NginxChild::start(bin, upstream_addr).await?),
+        None => {
+            let _ = writeln!(
+                out,
+                "nginx not found (install Debian's nginx or pass --nginx): no ratios to the floor"
+            );
+            None
+        }
+    };
     let pass_child = process::GatewayChild::passthrough(&upstream).await?;
-    let pass_addr = pass_child
-        .base_url
-        .trim_start_matches("http://")
-        .to_string();
     let prices_dir = tempfile::tempdir().map_err(|e| e.to_string())?;
     let prices = prices_dir.path().join("prices.json");
     std::fs::write(&prices, PRICES).map_err(|e| e.to_string())?;
@@ -359,119 +485,156 @@ pub async fn run(opts: BenchOptions) -> Result<Report, String> {
     let gw_off = process::GatewayChild::start(&gateway_env(&upstream, false)).await?;
     let gw_keyed = process::GatewayChild::start(&keyed_env(&upstream, &prices)).await?;
     let vkey = load::bench_key(&gw_keyed.base_url, ADMIN_KEY).await?;
+    let chat = |base: &str| format!("{base}/v1/chat/completions");
+    let mut targets = vec![Target {
+        path: "direct",
+        url: chat(&upstream),
+        key: None,
+        proc: None,
+    }];
+    if let Some(n) = &nginx {
+        targets.push(Target {
+            path: "nginx",
+            url: chat(&n.base_url),
+            key: None,
+            proc: Some(n.proc()),
+        });
+    }
+    targets.extend([
+        Target {
+            path: "passthrough",
+            url: chat(&pass_child.base_url),
+            key: None,
+            proc: Some(pass_child.proc()),
+        },
+        Target {
+            path: "gateway",
+            url: chat(&gw_on.base_url),
+            key: Some(STATIC_KEY.into()),
+            proc: Some(gw_on.proc()),
+        },
+        Target {
+            path: "gateway-off",
+            url: chat(&gw_off.base_url),
+            key: None,
+            proc: Some(gw_off.proc()),
+        },
+        Target {
+            path: "gateway-keyed",
+            url: chat(&gw_keyed.base_url),
+            key: Some(vkey.clone()),
+            proc: Some(gw_keyed.proc()),
+        },
+    ]);
+    let levels: Vec<String> = opts.concurrency.iter().map(|c| c.to_string()).collect();
     let _ = writeln!(
         out,
-        "polygateway bench: {} s per run, {} chunks per stream, concurrency 1 and {}",
+        "polygateway bench: {} s per run, {} chunks per stream, concurrency 1 and {}; paced: {} streams × {} of {} deltas {} ms apart",
         opts.duration.as_secs_f64(),
         opts.chunks,
-        opts.concurrency
+        levels.join(", "),
+        opts.paced_streams,
+        opts.paced_rounds,
+        opts.paced_deltas,
+        opts.pace.as_secs_f64() * 1000.0
     );
 
     let mut rows = Vec::new();
+    let all_levels: Vec<usize> = std::iter::once(1)
+        .chain(opts.concurrency.iter().copied())
+        .collect();
     for (mode, stream) in [("non-stream", false), ("stream", true)] {
-        for conc in [1, opts.concurrency] {
+        for &conc in &all_levels {
             if !opts.wants(stream, conc) {
                 continue;
             }
             // Warm every path's connection pool first.
-            for (url, key) in [
-                (format!("{upstream}/v1/chat/completions"), None),
-                (format!("http://{pass_addr}/v1/chat/completions"), None),
-                (
-                    format!("{}/v1/chat/completions", gw_on.base_url),
-                    Some(STATIC_KEY),
-                ),
-                (format!("{}/v1/chat/completions", gw_off.base_url), None),
-                (
-                    format!("{}/v1/chat/completions", gw_keyed.base_url),
-                    Some(vkey.as_str()),
-                ),
-            ] {
-                let _ =
-                    load::run_with_key(&url, stream, conc, Duration::from_millis(300), key).await;
+            for t in &targets {
+                let _ = load::run_with_key(
+                    &t.url,
+                    stream,
+                    conc,
+                    Duration::from_millis(300),
+                    t.key.as_deref(),
+                )
+                .await;
             }
-            let direct = load::run(
-                &format!("{upstream}/v1/chat/completions"),
-                stream,
-                conc,
-                opts.duration,
-            )
-            .await;
-            let cpu0 = pass_child.cpu_seconds();
-            let pass = load::run(
-                &format!("http://{pass_addr}/v1/chat/completions"),
-                stream,
-                conc,
-                opts.duration,
-            )
-            .await;
-            let cpu_pass = pass_child
-                .cpu_seconds()
-                .zip(cpu0)
-                .map(|(b, a)| (b - a) / pass.requests.max(1) as f64 * 1000.0);
-            let cpu0 = gw_on.cpu_seconds();
-            let on = load::run_with_key(
-                &format!("{}/v1/chat/completions", gw_on.base_url),
-                stream,
-                conc,
-                opts.duration,
-                Some(STATIC_KEY),
-            )
-            .await;
-            let cpu_on = gw_on
-                .cpu_seconds()
-                .zip(cpu0)
-                .map(|(b, a)| (b - a) / on.requests.max(1) as f64 * 1000.0);
-            let cpu0 = gw_off.cpu_seconds();
-            let off = load::run(
-                &format!("{}/v1/chat/completions", gw_off.base_url),
-                stream,
-                conc,
-                opts.duration,
-            )
-            .await;
-            let cpu_off = gw_off
-                .cpu_seconds()
-                .zip(cpu0)
-                .map(|(b, a)| (b - a) / off.requests.max(1) as f64 * 1000.0);
-            let cpu0 = gw_keyed.cpu_seconds();
-            let keyed = load::run_with_key(
-                &format!("{}/v1/chat/completions", gw_keyed.base_url),
-                stream,
-                conc,
-                opts.duration,
-                Some(&vkey),
-            )
-            .await;
-            let cpu_keyed = gw_keyed
-                .cpu_seconds()
-                .zip(cpu0)
-                .map(|(b, a)| (b - a) / keyed.requests.max(1) as f64 * 1000.0);
-            let row = |path: &'static str, s: &Stats, cpu: Option<f64>| Row {
-                mode,
-                concurrency: conc,
-                path,
-                added_p50_us: (path != "direct").then_some(s.p50_us - direct.p50_us),
-                added_p99_us: (path != "direct").then_some(s.p99_us - direct.p99_us),
-                added_p999_us: (path != "direct").then_some(s.p999_us - direct.p999_us),
-                cpu_s_per_1k: cpu,
-                vs_passthrough: (path.starts_with("gateway") && pass.rps > 0.0)
-                    .then(|| s.rps / pass.rps),
-                stats: s.clone(),
+            let mut measured = Vec::with_capacity(targets.len());
+            for t in &targets {
+                measured.push((t.path, measure(t, stream, conc, opts.duration).await));
+            }
+            let stats_of = |path: &str| {
+                measured
+                    .iter()
+                    .find(|(p, _)| *p == path)
+                    .map(|(_, m)| m.clone())
             };
-            rows.push(row("direct", &direct, None));
-            rows.push(row("passthrough", &pass, cpu_pass));
-            rows.push(row("gateway", &on, cpu_on));
-            rows.push(row("gateway-off", &off, cpu_off));
-            rows.push(row("gateway-keyed", &keyed, cpu_keyed));
+            let (direct, _, _) = stats_of("direct").unwrap_or_default();
+            let pass = stats_of("passthrough").map(|m| m.0);
+            let floor = stats_of("nginx");
+            for (path, (s, cpu, cs)) in &measured {
+                let path = *path;
+                rows.push(Row {
+                    mode,
+                    concurrency: conc,
+                    path,
+                    added_p50_us: (path != "direct").then_some(s.p50_us - direct.p50_us),
+                    added_p99_us: (path != "direct").then_some(s.p99_us - direct.p99_us),
+                    added_p999_us: (path != "direct").then_some(s.p999_us - direct.p999_us),
+                    cpu_s_per_1k: *cpu,
+                    context_switches_per_request: *cs,
+                    vs_passthrough: pass
+                        .as_ref()
+                        .filter(|p| path.starts_with("gateway") && p.rps > 0.0)
+                        .map(|p| s.rps / p.rps),
+                    vs_nginx: floor
+                        .as_ref()
+                        .filter(|n| path != "direct" && path != "nginx" && n.0.rps > 0.0)
+                        .map(|n| s.rps / n.0.rps),
+                    cpu_vs_nginx: floor
+                        .as_ref()
+                        .and_then(|n| n.1)
+                        .zip(*cpu)
+                        .filter(|(n, _)| path != "nginx" && *n > 0.0)
+                        .map(|(n, c)| c / n),
+                    stats: s.clone(),
+                });
+            }
         }
     }
-    // The keyed path's CPU ratio, from back-to-back pairs at the high concurrency.
+    // The paced streams: each target alone, its peak RSS over this load only.
+    let mut paced_rows = Vec::new();
+    if opts.wants_paced() {
+        let mut direct_ttft = None;
+        for t in &targets {
+            let reset = t.proc.map(|p| p.reset_peak()).unwrap_or(false);
+            let stats = paced::run(
+                &t.url,
+                t.key.as_deref(),
+                opts.paced_streams,
+                opts.paced_rounds,
+            )
+            .await;
+            if t.path == "direct" {
+                direct_ttft = Some(stats.ttft_p50_us);
+            }
+            paced_rows.push(PacedRow {
+                path: t.path,
+                added_ttft_p50_us: direct_ttft
+                    .filter(|_| t.path != "direct")
+                    .map(|d| stats.ttft_p50_us - d),
+                peak_rss_mib: t.proc.filter(|_| reset).and_then(|p| p.peak_rss_mib()),
+                stats,
+            });
+        }
+    }
+    // The keyed path's CPU ratio, from back-to-back pairs at the top level.
+    let top = opts.top();
     let mut pairs = [Vec::new(), Vec::new()];
     for (i, stream) in [false, true].into_iter().enumerate() {
-        if opts.wants(stream, opts.concurrency) {
+        if opts.wants(stream, top) && top > 1 {
             let each = (opts.duration / 3).max(Duration::from_millis(500));
-            pairs[i] = keyed_pairs(&gw_on, &gw_keyed, &vkey, stream, opts.concurrency, each).await;
+            pairs[i] = keyed_pairs(&gw_on, &gw_keyed, &vkey, stream, top, each).await;
         }
     }
     let micro = match opts
@@ -486,28 +649,93 @@ pub async fn run(opts: BenchOptions) -> Result<Report, String> {
             None
         }
     };
+    let mut derived = with_pairs(derive(&rows, opts.chunks, top, micro.as_ref()), pairs);
+    derived.nginx = nginx_targets(&rows, &paced_rows, opts.chunks, &opts.concurrency);
     let report = Report {
         machine: machine(),
         duration_s: opts.duration.as_secs_f64(),
         chunks: opts.chunks,
+        nginx: nginx_bin.map(|b| b.display().to_string()),
         gateway_peak_rss_mib: gw_on.peak_rss_mib(),
         gateway_off_peak_rss_mib: gw_off.peak_rss_mib(),
-        derived: with_pairs(
-            derive(&rows, opts.chunks, opts.concurrency, micro.as_ref()),
-            pairs,
-        ),
+        derived,
         rows,
+        paced_streams: opts.paced_streams,
+        paced_rounds: opts.paced_rounds,
+        paced_deltas: opts.paced_deltas,
+        pace_ms: opts.pace.as_secs_f64() * 1000.0,
+        paced: paced_rows,
         micro,
     };
     gw_on.stop().await;
     gw_off.stop().await;
     gw_keyed.stop().await;
     pass_child.stop().await;
+    if let Some(n) = nginx {
+        n.stop().await;
+    }
     print_table(&mut out, &report);
     let json = serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?;
     std::fs::write(&opts.out, json).map_err(|e| format!("{}: {e}", opts.out.display()))?;
     let _ = writeln!(out, "\nJSON written to {}", opts.out.display());
     Ok(report)
+}
+
+/// The default gateway's figures against nginx's, from the rows and the paced load.
+fn nginx_targets(
+    rows: &[Row],
+    paced: &[PacedRow],
+    chunks: usize,
+    levels: &[usize],
+) -> NginxTargets {
+    let find = |mode: &str, conc: usize, path: &str| {
+        rows.iter()
+            .find(|r| r.mode == mode && r.concurrency == conc && r.path == path)
+    };
+    let top = levels.iter().copied().max().unwrap_or(1);
+    let ratio_at = |mode: &str| -> Vec<(usize, f64)> {
+        levels
+            .iter()
+            .filter_map(|&c| Some((c, find(mode, c, "gateway")?.vs_nginx?)))
+            .collect()
+    };
+    let cpu_us = |mode: &str, path: &str| {
+        find(mode, top, path)
+            .and_then(|r| r.cpu_s_per_1k)
+            .map(|c| c * 1000.0)
+    };
+    let per_chunk = |path: &str| {
+        cpu_us("stream", path)
+            .zip(cpu_us("non-stream", path))
+            .filter(|_| chunks > 0)
+            .map(|(s, n)| (s - n) / chunks as f64)
+    };
+    let paced_of = |path: &str| paced.iter().find(|r| r.path == path);
+    let (gw, ngx) = (paced_of("gateway"), paced_of("nginx"));
+    NginxTargets {
+        added_p99_c1_us: find("non-stream", 1, "gateway").and_then(|r| r.added_p99_us),
+        nginx_added_p99_c1_us: find("non-stream", 1, "nginx").and_then(|r| r.added_p99_us),
+        throughput_non_stream: ratio_at("non-stream"),
+        throughput_stream: ratio_at("stream"),
+        cpu_per_request: cpu_us("non-stream", "gateway")
+            .zip(cpu_us("non-stream", "nginx"))
+            .filter(|(_, n)| *n > 0.0)
+            .map(|(g, n)| g / n),
+        cpu_per_chunk: per_chunk("gateway")
+            .zip(per_chunk("nginx"))
+            .filter(|(_, n)| *n > 0.0)
+            .map(|(g, n)| g / n),
+        paced_added_ttft: gw
+            .and_then(|g| g.added_ttft_p50_us)
+            .zip(ngx.and_then(|n| n.added_ttft_p50_us))
+            .filter(|(_, n)| *n > 0.0)
+            .map(|(g, n)| g / n),
+        paced_max_gap_p99_minus_nginx_ms: gw
+            .zip(ngx)
+            .map(|(g, n)| (g.stats.max_gap_p99_us - n.stats.max_gap_p99_us) / 1000.0),
+        paced_stalled: gw.map(|g| g.stats.stalled),
+        paced_peak_rss_mib: gw.and_then(|g| g.peak_rss_mib),
+    }
 }
 
 fn us(x: f64) -> String {
@@ -529,15 +757,18 @@ fn print_table(out: &mut impl Write, r: &Report) {
     let _ = writeln!(out, "\nmachine: {}", r.machine);
     let _ = writeln!(
         out,
-        "| mode | conc | path | req/s | p50 µs | p99 µs | p99.9 µs | added p50 | added p99 | added p99.9 | TTFB p50 µs | CPU s/1k req | vs pass-through |"
+        "| mode | conc | path | req/s | p50 µs | p99 µs | p99.9 µs | added p50 | added p99 | added p99.9 | TTFB p50 µs | CPU µs/req | ctx sw/req | vs pass-through | vs nginx | CPU vs nginx |"
     );
-    let _ = writeln!(out, "|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+    let _ = writeln!(
+        out,
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+    );
     for row in &r.rows {
         let s = &row.stats;
         let opt = |v: Option<f64>, f: fn(f64) -> String| v.map(f).unwrap_or_else(|| "–".into());
         let _ = writeln!(
             out,
-            "| {} | {} | {} | {:.0} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {:.0} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
             row.mode,
             row.concurrency,
             row.path,
@@ -549,9 +780,47 @@ fn print_table(out: &mut impl Write, r: &Report) {
             opt(row.added_p99_us, us),
             opt(row.added_p999_us, us),
             opt(s.ttfb_p50_us, us),
-            opt(row.cpu_s_per_1k, |x| format!("{x:.3}")),
+            opt(row.cpu_s_per_1k, |x| format!("{:.1}", x * 1000.0)),
+            opt(row.context_switches_per_request, |x| format!("{x:.2}")),
             opt(row.vs_passthrough, |x| format!("{:.0}%", x * 100.0)),
+            opt(row.vs_nginx, |x| format!("{:.0}%", x * 100.0)),
+            opt(row.cpu_vs_nginx, |x| format!("{x:.2}×")),
         );
+    }
+    if !r.paced.is_empty() {
+        let _ = writeln!(
+            out,
+            "\npaced streams: {} concurrent × {} rounds, {} deltas {} ms apart; stalled = a gap over {} ms",
+            r.paced_streams,
+            r.paced_rounds,
+            r.paced_deltas,
+            r.pace_ms,
+            paced::STALL.as_millis()
+        );
+        let _ = writeln!(
+            out,
+            "| path | streams | errors | TTFT p50 µs | TTFT p99 µs | added TTFT p50 | max gap p50 ms | max gap p99 ms | stalled | peak RSS MiB |"
+        );
+        let _ = writeln!(out, "|---|---|---|---|---|---|---|---|---|---|");
+        for p in &r.paced {
+            let s = &p.stats;
+            let _ = writeln!(
+                out,
+                "| {} | {} | {} | {} | {} | {} | {:.1} | {:.1} | {} | {} |",
+                p.path,
+                s.streams,
+                s.errors,
+                us(s.ttft_p50_us),
+                us(s.ttft_p99_us),
+                p.added_ttft_p50_us.map(us).unwrap_or_else(|| "–".into()),
+                s.max_gap_p50_us / 1000.0,
+                s.max_gap_p99_us / 1000.0,
+                s.stalled,
+                p.peak_rss_mib
+                    .map(|x| format!("{x:.1}"))
+                    .unwrap_or_else(|| "–".into()),
+            );
+        }
     }
     let _ = writeln!(
         out,
@@ -644,6 +913,52 @@ fn print_table(out: &mut impl Write, r: &Report) {
         f(d.keyed_vs_static_cpu_non_stream, "×"),
         f(d.keyed_vs_static_cpu_stream, "×")
     );
+    let n = &d.nginx;
+    let levels = |xs: &[(usize, f64)]| {
+        if xs.is_empty() {
+            return "–".to_string();
+        }
+        xs.iter()
+            .map(|(c, x)| format!("c={c} {:.0}%", x * 100.0))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let _ = writeln!(
+        out,
+        "\ntargets against nginx (same run; README \"Benchmark\"):"
+    );
+    let _ = writeln!(
+        out,
+        "  added p99, non-stream, c=1: gateway {} vs nginx {} (target ≤ 2 × nginx + 100 µs = {})",
+        f(n.added_p99_c1_us, " µs"),
+        f(n.nginx_added_p99_c1_us, " µs"),
+        f(
+            n.nginx_added_p99_c1_us.map(|x| 2.0 * x.max(0.0) + 100.0),
+            " µs"
+        )
+    );
+    let _ = writeln!(
+        out,
+        "  throughput as a share of nginx's: non-stream {}; stream {} (target ≥ 60% non-stream)",
+        levels(&n.throughput_non_stream),
+        levels(&n.throughput_stream)
+    );
+    let _ = writeln!(
+        out,
+        "  CPU per non-streamed request {} nginx's (target ≤ 2.5×); per streamed chunk {} (target ≤ 2×)",
+        f(n.cpu_per_request, "×"),
+        f(n.cpu_per_chunk, "×")
+    );
+    let _ = writeln!(
+        out,
+        "  paced streams: added TTFT p50 {} nginx's (target ≤ 2×), max-gap p99 {} beyond nginx's (target ≤ 5 ms), stalled {} (target 0), peak RSS {} (target ≤ 80 MiB)",
+        f(n.paced_added_ttft, "×"),
+        f(n.paced_max_gap_p99_minus_nginx_ms, " ms"),
+        n.paced_stalled
+            .map(|x| x.to_string())
+            .unwrap_or_else(|| "–".into()),
+        f(n.paced_peak_rss_mib, " MiB")
+    );
 }
 
 #[cfg(test)]
@@ -654,9 +969,14 @@ mod tests {
         BenchOptions {
             duration: Duration::from_secs(1),
             chunks: 64,
-            concurrency: 64,
+            concurrency: vec![64],
             out: "bench.json".into(),
             only: only.to_vec(),
+            nginx: None,
+            paced_streams: 512,
+            paced_rounds: 3,
+            paced_deltas: 64,
+            pace: Duration::from_millis(20),
         }
     }
 
@@ -683,6 +1003,12 @@ mod tests {
             selected(&[NonStream, Stream, High]),
             vec![(false, 64), (true, 64)]
         );
+        // The paced load runs unless the filters name other modes only.
+        assert!(opts(&[]).wants_paced());
+        assert!(opts(&[C1]).wants_paced());
+        assert!(!opts(&[Stream]).wants_paced());
+        assert!(opts(&[Stream, Paced]).wants_paced());
+        assert!(opts(&[Paced]).wants_paced() && selected(&[Paced]).is_empty());
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! The servers under test as child processes of this executable — the gateway (`serve`) and
 //! the pass-through floor (`bench-passthrough`), so both pay the same process boundary — and
-//! what `/proc` says about them: CPU seconds (utime + stime), current and peak RSS.
+//! what `/proc` says about them and about nginx: CPU seconds (utime + stime), current and
+//! peak RSS, context switches.
 
 use std::process::Stdio;
 use std::time::Duration;
@@ -83,9 +84,40 @@ impl GatewayChild {
         })
     }
 
+    /// What `/proc` says of the process.
+    pub fn proc(&self) -> ProcStats {
+        ProcStats(self.pid)
+    }
+
     /// CPU seconds used so far (user + system).
     pub fn cpu_seconds(&self) -> Option<f64> {
-        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.pid)).ok()?;
+        self.proc().cpu_seconds()
+    }
+
+    /// Peak resident set size in MiB (`VmHWM`).
+    pub fn peak_rss_mib(&self) -> Option<f64> {
+        self.proc().peak_rss_mib()
+    }
+
+    /// Current resident set size in MiB (`VmRSS`).
+    pub fn rss_mib(&self) -> Option<f64> {
+        self.proc().rss_mib()
+    }
+
+    /// Stop the process.
+    pub async fn stop(mut self) {
+        let _ = self.child.kill().await;
+    }
+}
+
+/// `/proc` readings of one process by pid (the gateway, the pass-through or nginx).
+#[derive(Debug, Clone, Copy)]
+pub struct ProcStats(pub u32);
+
+impl ProcStats {
+    /// CPU seconds used so far (user + system).
+    pub fn cpu_seconds(&self) -> Option<f64> {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.0)).ok()?;
         // Fields after the `(comm)`: state is field 3; utime 14, stime 15 (1-based).
         let rest = stat.rsplit_once(')')?.1;
         let f: Vec<&str> = rest.split_whitespace().collect();
@@ -94,7 +126,7 @@ impl GatewayChild {
         Some((utime + stime) / USER_HZ)
     }
 
-    /// Peak resident set size in MiB (`VmHWM`).
+    /// Peak resident set size in MiB (`VmHWM`), since start or the last [`Self::reset_peak`].
     pub fn peak_rss_mib(&self) -> Option<f64> {
         self.status_kib("VmHWM:").map(|kb| kb / 1024.0)
     }
@@ -104,15 +136,38 @@ impl GatewayChild {
         self.status_kib("VmRSS:").map(|kb| kb / 1024.0)
     }
 
-    /// A `kB` field of `/proc/<pid>/status`.
-    fn status_kib(&self, field: &str) -> Option<f64> {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid)).ok()?;
-        let line = status.lines().find(|l| l.starts_with(field))?;
-        line.split_whitespace().nth(1)?.parse().ok()
+    /// Voluntary plus involuntary context switches of every thread so far
+    /// (`/proc/<pid>/task/*/status`).
+    pub fn context_switches(&self) -> Option<u64> {
+        let tasks = std::fs::read_dir(format!("/proc/{}/task", self.0)).ok()?;
+        let mut total = 0u64;
+        for task in tasks.flatten() {
+            let Ok(status) = std::fs::read_to_string(task.path().join("status")) else {
+                continue;
+            };
+            for line in status.lines() {
+                if let Some(v) = line
+                    .strip_prefix("voluntary_ctxt_switches:")
+                    .or_else(|| line.strip_prefix("nonvoluntary_ctxt_switches:"))
+                {
+                    total += v.trim().parse::<u64>().unwrap_or(0);
+                }
+            }
+        }
+        Some(total)
     }
 
-    /// Stop the process.
-    pub async fn stop(mut self) {
-        let _ = self.child.kill().await;
+    /// Resets `VmHWM` to the current RSS (`echo 5 > /proc/<pid>/clear_refs`, Linux ≥ 4.0),
+    /// so that the next [`Self::peak_rss_mib`] is the peak of what follows. False when the
+    /// kernel refused.
+    pub fn reset_peak(&self) -> bool {
+        std::fs::write(format!("/proc/{}/clear_refs", self.0), "5").is_ok()
+    }
+
+    /// A `kB` field of `/proc/<pid>/status`.
+    fn status_kib(&self, field: &str) -> Option<f64> {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.0)).ok()?;
+        let line = status.lines().find(|l| l.starts_with(field))?;
+        line.split_whitespace().nth(1)?.parse().ok()
     }
 }

@@ -62,7 +62,11 @@ pub struct SoakReport {
 /// Run the soak, print its summary and write the JSON report.
 pub async fn run(opts: SoakOptions) -> Result<SoakReport, String> {
     let mut out = std::io::stdout();
-    let upstream_addr = upstream::start(opts.chunks)
+    let pacing = upstream::Pacing {
+        deltas: opts.chunks,
+        pace: Duration::from_millis(20),
+    };
+    let upstream_addr = upstream::start(opts.chunks, pacing)
         .await
         .map_err(|e| e.to_string())?;
     let upstream = format!("http://{upstream_addr}");
