@@ -398,6 +398,11 @@ fn gateway_env(upstream: &str, governance: bool) -> Vec<(String, String)> {
         ("LLM__OPENAI__1__BASE_URL".into(), format!("{upstream}/v1")),
         ("LLM__OPENAI__1__MODEL".into(), "bench-model".into()),
         ("LLM__OPENAI__1__API_KEY".into(), "sk-bench".into()),
+        // The client-connection cap (default 512) as high as nginx's `worker_connections`:
+        // 512 paced streams plus a connection the load generator opens while another is
+        // going back to its pool would otherwise wait in the accept queue, and the TTFT
+        // would measure the cap, not the gateway.
+        ("PGW_MAX_CONNECTIONS".into(), "8192".into()),
     ];
     if governance {
         // Default configuration: SQLite telemetry, memory limiter with every gate on (set

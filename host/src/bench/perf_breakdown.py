@@ -21,7 +21,9 @@ import sys
 RULES = [
     ("kernel (syscalls, TCP, scheduling)", re.compile(r"^\[kernel")),
     ("guest wasm code (JIT, [unknown] frames)", re.compile(r"^\S*(jitted|\[unknown\]|perf-\d+\.map)|^\[JIT\]")),
-    ("allocator (jemalloc)", re.compile(r"_rjem_|jemalloc|je_|\bmalloc\b|\bfree\b")),
+    ("allocator (jemalloc)", re.compile(r"_rjem_|jemalloc|je_|\bmalloc\b|\bfree\b|rallocx|__rust_(alloc|dealloc|realloc|no_alloc)")),
+    ("URL parsing (url, idna)", re.compile(r"\burl::|\bidna::")),
+    ("tracing (spans, instrumented futures)", re.compile(r"\btracing::|tracing_core|tracing_subscriber|opentelemetry")),
     ("wasm host side (wasmtime: lift/lower, stores, calls)", re.compile(r"wasmtime|cranelift|wasmparser")),
     ("plugin calls (host/src/plugin)", re.compile(r"polygateway::plugin::")),
     ("HTTP server (hyper server, axum, proxy/)", re.compile(r"hyper::proto::h1::role::Server|hyper::server|axum|polygateway::proxy::")),
@@ -39,12 +41,13 @@ RULES = [
 
 def report(path):
     out = subprocess.run(
-        ["perf", "report", "-i", path, "--no-children", "--sort", "dso,sym",
+        ["perf", "report", "-i", path, "--no-children", "-g", "none", "--sort", "dso,sym",
          "--stdio", "--percent-limit", "0", "-q"],
         check=True, capture_output=True, text=True,
     ).stdout
     for line in out.splitlines():
-        m = re.match(r"\s*([\d.]+)%\s+(\S+)\s+\[[.kHgu]\]\s+(.*)$", line)
+        # `  5.25%  libc.so.6  [.] sym`; a JIT DSO has spaces: `[JIT] tid 19697`.
+        m = re.match(r"\s*([\d.]+)%\s+(\[JIT\] tid \d+|\S+)\s+\[[.kHgu]\]\s+(.*)$", line)
         if m:
             yield float(m.group(1)), m.group(2), m.group(3).strip()
 
@@ -53,7 +56,7 @@ def classify(dso, sym):
     text = f"{dso} {sym}"
     if dso.startswith("[kernel"):
         return RULES[0][0]
-    if sym.startswith("0x") or dso in ("[unknown]", "[JIT]") or dso.startswith("perf-"):
+    if sym.startswith("0x") or dso == "[unknown]" or dso.startswith(("[JIT]", "perf-")):
         return RULES[1][0]
     for name, rule in RULES[2:]:
         if rule.search(text):
