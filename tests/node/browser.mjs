@@ -49,6 +49,28 @@ function escape(s) {
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
+// The interface both drivers share once a page is open; `driver` holds the calls whose
+// names or argument orders differ between Playwright and Puppeteer.
+function pageInterface(name, page, driver) {
+  const errors = [];
+  page.on("pageerror", (e) => errors.push(e.message ?? String(e)));
+  return {
+    name,
+    goto: (url) => page.goto(url),
+    fill: driver.fill,
+    click: (sel) => page.click(sel),
+    select: driver.select,
+    waitFor: (sel, opts = {}) => driver.waitForFunction(waitArgs(sel, opts), opts.timeout ?? 20_000),
+    visible: (sel) => page.evaluate(isVisible, sel),
+    count: (sel) => page.evaluate(countOf, sel),
+    sleep,
+    url: () => page.url(),
+    shot: (path) => page.screenshot({ path, fullPage: true }),
+    errors,
+    close: driver.close,
+  };
+}
+
 async function openPlaywrightChromium(executablePath, width, height) {
   const { chromium } = await import("playwright-core");
   const browser = await chromium.launch({
@@ -57,24 +79,12 @@ async function openPlaywrightChromium(executablePath, width, height) {
     args: ["--no-sandbox", "--disable-gpu", "--disable-background-networking"],
   });
   const page = await browser.newPage({ viewport: { width, height } });
-  const errors = [];
-  page.on("pageerror", (e) => errors.push(e.message));
-  return {
-    name: await page.evaluate(() => navigator.userAgent),
-    goto: (url) => page.goto(url),
+  return pageInterface(await page.evaluate(() => navigator.userAgent), page, {
     fill: (sel, value) => page.fill(sel, value),
-    click: (sel) => page.click(sel),
     select: (sel, value) => page.selectOption(sel, value),
-    waitFor: (sel, opts = {}) =>
-      page.waitForFunction(matchingElement, waitArgs(sel, opts), { timeout: opts.timeout ?? 20_000 }),
-    visible: (sel) => page.evaluate(isVisible, sel),
-    count: (sel) => page.evaluate(countOf, sel),
-    sleep,
-    url: () => page.url(),
-    shot: (path) => page.screenshot({ path, fullPage: true }),
-    errors,
+    waitForFunction: (args, timeout) => page.waitForFunction(matchingElement, args, { timeout }),
     close: () => browser.close(),
-  };
+  });
 }
 
 async function openPuppeteerFirefox(executablePath, width, height) {
@@ -82,22 +92,10 @@ async function openPuppeteerFirefox(executablePath, width, height) {
   const browser = await puppeteer.launch({ browser: "firefox", executablePath, headless: true });
   const page = await browser.newPage();
   await page.setViewport({ width, height });
-  const errors = [];
-  page.on("pageerror", (e) => errors.push(e.message ?? String(e)));
-  return {
-    name: await page.evaluate(() => navigator.userAgent),
-    goto: (url) => page.goto(url),
+  return pageInterface(await page.evaluate(() => navigator.userAgent), page, {
     fill: (sel, value) => page.locator(sel).fill(value),
-    click: (sel) => page.click(sel),
     select: (sel, value) => page.select(sel, value),
-    waitFor: (sel, opts = {}) =>
-      page.waitForFunction(matchingElement, { timeout: opts.timeout ?? 20_000 }, waitArgs(sel, opts)),
-    visible: (sel) => page.evaluate(isVisible, sel),
-    count: (sel) => page.evaluate(countOf, sel),
-    sleep,
-    url: () => page.url(),
-    shot: (path) => page.screenshot({ path, fullPage: true }),
-    errors,
+    waitForFunction: (args, timeout) => page.waitForFunction(matchingElement, { timeout }, args),
     close: () => browser.close(),
-  };
+  });
 }
