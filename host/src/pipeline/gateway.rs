@@ -377,8 +377,12 @@ impl Stream for CallStream {
                 return Poll::Ready(ev);
             }
             let Some(call) = self.call.as_mut() else {
-                // The call ended and every event it sent was handed out.
-                return Poll::Ready(None);
+                // The call ended: its senders are gone, so what is queued is all there is.
+                // `poll_recv` above answers `Pending` when the task's cooperative budget is
+                // spent (the call's own reads spend it) even with events queued, so they are
+                // taken here without it: an ended call's last event (its failure or its end)
+                // is never mistaken for no answer.
+                return Poll::Ready(self.rx.try_recv());
             };
             if call.as_mut().poll(cx).is_ready() {
                 // Its senders are gone: what it sent comes out, then the end.
@@ -389,5 +393,57 @@ impl Stream for CallStream {
             // hand out whatever it sent during this poll.
             return self.rx.poll_recv(cx);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::pin::Pin;
+    use std::task::Poll;
+
+    use futures_util::Stream;
+
+    use super::CallStream;
+    use crate::error::GatewayError;
+    use crate::pipeline::sink::{CallEvent, event_channel};
+
+    /// Spend the task's cooperative budget until tokio refuses more.
+    fn spend_budget(cx: &mut std::task::Context<'_>) {
+        while let Poll::Ready(r) = tokio::task::coop::poll_proceed(cx) {
+            r.made_progress();
+        }
+    }
+
+    /// A call whose reads spent the task's budget and which then ended: its last event is
+    /// still handed out (it was once read as "no answer", a 500 to the client).
+    #[tokio::test]
+    async fn a_call_that_ends_on_a_spent_budget_still_hands_out_its_last_event() {
+        let (tx, rx) = event_channel(4);
+        let call = async move {
+            let _ = tx
+                .send(CallEvent::Failed(GatewayError::Internal(
+                    "upstream timed out".into(),
+                )))
+                .await;
+            std::future::poll_fn(|cx| {
+                spend_budget(cx);
+                Poll::Ready(())
+            })
+            .await;
+        };
+        let mut stream = CallStream {
+            rx,
+            call: Some(Box::pin(call)),
+        };
+        let first =
+            std::future::poll_fn(|cx| Poll::Ready(Pin::new(&mut stream).poll_next(cx))).await;
+        match first {
+            Poll::Ready(Some(CallEvent::Failed(GatewayError::Internal(m)))) => {
+                assert_eq!(m, "upstream timed out");
+            }
+            other => panic!("expected the call's failure, got {other:?}"),
+        }
+        let end = std::future::poll_fn(|cx| Poll::Ready(Pin::new(&mut stream).poll_next(cx))).await;
+        assert!(matches!(end, Poll::Ready(None)), "{end:?}");
     }
 }

@@ -110,6 +110,21 @@ impl EventRx {
         }
     }
 
+    /// The next event already queued, without waiting — and without spending the task's
+    /// cooperative budget, which `poll_recv` does (it answers `Pending` once the budget is
+    /// spent, whatever is queued); `None` when nothing is.
+    pub(crate) fn try_recv(&mut self) -> Option<CallEvent> {
+        loop {
+            if let Some(ev) = self.ready.pop_front() {
+                return Some(ev);
+            }
+            match self.rx.try_recv() {
+                Ok(batch) => self.ready = VecDeque::from(batch),
+                Err(_) => return None,
+            }
+        }
+    }
+
     /// The events of the next batch (what is left of the current one first), for relays
     /// that forward batches whole.
     pub(crate) async fn recv_batch(&mut self) -> Option<Vec<CallEvent>> {
