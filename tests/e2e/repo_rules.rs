@@ -676,6 +676,8 @@ const API_RULES: &[ApiRule] = &[
             "reqwest::Client::new",
             "reqwest::Client::builder",
             "ClientBuilder::new",
+            "HttpConnector::new",
+            "client::conn::http1",
         ],
         only_in: &["transport/"],
         why: "only transport/ talks to upstreams (pooled clients, one place for timeouts, \
@@ -767,6 +769,12 @@ const EXCEPTIONS: &[Exception] = &[
         file: "bench/upstream.rs",
         api: "listener",
         why: "the benchmark's own fast upstream, so the figures do not measure the mock",
+    },
+    Exception {
+        file: "transport/h1/tests.rs",
+        api: "listener",
+        why: "the HTTP/1.1 client's tests run raw TCP and TLS upstreams of their own, to see \
+              the exact bytes sent and to close connections at chosen moments",
     },
     Exception {
         file: "mock/tests.rs",

@@ -1,11 +1,15 @@
-//! The pooled upstream HTTP client (reqwest on hyper, TCP_NODELAY, keep-alive pools). Two
-//! clients: one that ignores the process's proxy settings (the default) and one that uses
-//! them (`TRUST_ENV=true`). Errors carry the URL without its userinfo, never a credential.
+//! The upstream HTTP clients. Requests of sources that ignore the process's proxy settings
+//! (the default) go through the HTTP/1.1 client driven in the caller's task (`h1/`); those of
+//! sources with `TRUST_ENV=true`, and multipart uploads, through reqwest (on hyper,
+//! TCP_NODELAY, keep-alive pools). Errors carry the URL without its userinfo, never a
+//! credential.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
 
+use super::h1::{H1Body, H1Client};
 use crate::config::UpstreamLimits;
 
 /// Transport-level failure of one upstream request (always transient). URLs in it have
@@ -49,22 +53,36 @@ pub struct UpstreamResponse {
 /// The body of an upstream response, read incrementally. Dropping it closes the stream
 /// (the connection is not reused if unread bytes remain).
 pub struct UpstreamBody {
-    response: reqwest::Response,
+    inner: BodyInner,
     max_bytes: usize,
+}
+
+enum BodyInner {
+    Reqwest(reqwest::Response),
+    H1(H1Body),
 }
 
 impl UpstreamBody {
     /// The next chunk of bytes; `None` at the end.
     pub async fn chunk(&mut self) -> Result<Option<Bytes>, UpstreamError> {
-        self.response
-            .chunk()
-            .await
-            .map_err(|e| UpstreamError::Body(error_chain(&e.without_url())))
+        match &mut self.inner {
+            BodyInner::Reqwest(r) => r
+                .chunk()
+                .await
+                .map_err(|e| UpstreamError::Body(error_chain(&e.without_url()))),
+            BodyInner::H1(b) => b
+                .chunk()
+                .await
+                .map_err(|e| UpstreamError::Body(error_chain(&e))),
+        }
     }
 
     /// The body's length from `Content-Length`, when the upstream sent one.
     pub fn content_length(&self) -> Option<u64> {
-        self.response.content_length()
+        match &self.inner {
+            BodyInner::Reqwest(r) => r.content_length(),
+            BodyInner::H1(b) => b.content_length(),
+        }
     }
 
     /// The most bytes a non-streamed or error body may have
@@ -77,6 +95,7 @@ impl UpstreamBody {
 /// The two shared clients, and the bounds on what an upstream may send.
 #[derive(Debug, Clone)]
 pub struct HttpClients {
+    h1: Arc<H1Client>,
     direct: reqwest::Client,
     with_env_proxy: reqwest::Client,
     limits: UpstreamLimits,
@@ -117,6 +136,7 @@ impl HttpClients {
                 .map_err(|e| UpstreamError::Invalid(format!("cannot build the HTTP client: {e}")))
         };
         Ok(Self {
+            h1: Arc::new(H1Client::new()?),
             direct: build(false)?,
             with_env_proxy: build(true)?,
             limits,
@@ -141,7 +161,7 @@ impl HttpClients {
             status: resp.status().as_u16(),
             headers: std::mem::take(resp.headers_mut()),
             body: UpstreamBody {
-                response: resp,
+                inner: BodyInner::Reqwest(resp),
                 max_bytes: self.limits.max_body_bytes,
             },
         }
@@ -158,12 +178,22 @@ impl HttpClients {
     ) -> Result<UpstreamResponse, UpstreamError> {
         let method = reqwest::Method::from_bytes(method.as_bytes())
             .map_err(|_| UpstreamError::Invalid(format!("bad HTTP method `{method}`")))?;
-        let client = if trust_env {
-            &self.with_env_proxy
-        } else {
-            &self.direct
-        };
-        let resp = client
+        if !trust_env {
+            let resp = self
+                .h1
+                .send(method, url, headers, Bytes::from(body))
+                .await?;
+            return Ok(UpstreamResponse {
+                status: resp.status,
+                headers: resp.headers,
+                body: UpstreamBody {
+                    inner: BodyInner::H1(resp.body),
+                    max_bytes: self.limits.max_body_bytes,
+                },
+            });
+        }
+        let resp = self
+            .with_env_proxy
             .request(method, url.clone())
             .headers(headers)
             .body(body)
@@ -258,7 +288,7 @@ fn request_error(url: &reqwest::Url, e: reqwest::Error) -> UpstreamError {
 }
 
 /// The error and its sources joined with `: `, any URL in them without userinfo.
-fn error_chain(e: &dyn std::error::Error) -> String {
+pub(super) fn error_chain(e: &dyn std::error::Error) -> String {
     let mut s = e.to_string();
     let mut cur = e.source();
     while let Some(c) = cur {

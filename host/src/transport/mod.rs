@@ -6,6 +6,7 @@
 //! it knows nothing about providers: bytes in, SSE events out.
 
 mod client;
+mod h1;
 mod redact;
 mod retry_after;
 mod sse;
