@@ -454,7 +454,7 @@ async fn measure(
         .proc
         .and_then(|p| p.context_switches())
         .zip(cs0)
-        .map(|(b, a)| b.saturating_sub(a) as f64 / n);
+        .map(|(b, a)| process::switches_between(&a, &b) as f64 / n);
     (s, cpu, cs)
 }
 

@@ -3,6 +3,7 @@
 //! what `/proc` says about them and about nginx: CPU seconds (utime + stime), current and
 //! peak RSS, context switches.
 
+use std::collections::HashMap;
 use std::process::Stdio;
 use std::time::Duration;
 
@@ -136,15 +137,25 @@ impl ProcStats {
         self.status_kib("VmRSS:").map(|kb| kb / 1024.0)
     }
 
-    /// Voluntary plus involuntary context switches of every thread so far
-    /// (`/proc/<pid>/task/*/status`).
-    pub fn context_switches(&self) -> Option<u64> {
+    /// Voluntary plus involuntary context switches of each live thread so far, by thread id
+    /// (`/proc/<pid>/task/*/status`). Compare two samples with [`switches_between`]: a plain
+    /// sum is not monotonic, since a thread that exits (an idle blocking-pool thread) takes
+    /// its count with it.
+    pub fn context_switches(&self) -> Option<HashMap<u64, u64>> {
         let tasks = std::fs::read_dir(format!("/proc/{}/task", self.0)).ok()?;
-        let mut total = 0u64;
+        let mut out = HashMap::new();
         for task in tasks.flatten() {
+            let Some(tid) = task
+                .file_name()
+                .to_str()
+                .and_then(|t| t.parse::<u64>().ok())
+            else {
+                continue;
+            };
             let Ok(status) = std::fs::read_to_string(task.path().join("status")) else {
                 continue;
             };
+            let mut total = 0u64;
             for line in status.lines() {
                 if let Some(v) = line
                     .strip_prefix("voluntary_ctxt_switches:")
@@ -153,8 +164,9 @@ impl ProcStats {
                     total += v.trim().parse::<u64>().unwrap_or(0);
                 }
             }
+            out.insert(tid, total);
         }
-        Some(total)
+        Some(out)
     }
 
     /// Resets `VmHWM` to the current RSS (`echo 5 > /proc/<pid>/clear_refs`, Linux ≥ 4.0),
@@ -169,5 +181,34 @@ impl ProcStats {
         let status = std::fs::read_to_string(format!("/proc/{}/status", self.0)).ok()?;
         let line = status.lines().find(|l| l.starts_with(field))?;
         line.split_whitespace().nth(1)?.parse().ok()
+    }
+}
+
+/// Context switches made between two samples of [`ProcStats::context_switches`]: per thread,
+/// the later count minus the earlier one (a thread born in between counts whole). A thread
+/// that exited in between is missing from `after`, and what it did in between is not
+/// counted: an undercount, never a negative or zeroed total.
+pub fn switches_between(before: &HashMap<u64, u64>, after: &HashMap<u64, u64>) -> u64 {
+    after
+        .iter()
+        .map(|(tid, n)| n.saturating_sub(before.get(tid).copied().unwrap_or(0)))
+        .sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use super::switches_between;
+
+    #[test]
+    fn switches_are_counted_per_thread_and_an_exited_thread_does_not_zero_the_total() {
+        let before = HashMap::from([(1, 100), (2, 50), (3, 4_000)]);
+        // Thread 3 (with most of the count) exited; thread 4 was born.
+        let after = HashMap::from([(1, 130), (2, 55), (4, 7)]);
+        assert_eq!(switches_between(&before, &after), 30 + 5 + 7);
+        // The old plain sums: 192 after against 4,150 before, read as 0.
+        let plain = |m: &HashMap<u64, u64>| m.values().sum::<u64>();
+        assert_eq!(plain(&after).saturating_sub(plain(&before)), 0);
     }
 }
