@@ -22,9 +22,8 @@ use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
 use tower_service::Service;
 
-use super::describe;
-use super::pool::{self, Queue};
-use crate::transport::client::UpstreamError;
+use super::pool::Queue;
+use crate::transport::client::{UpstreamError, error_chain};
 use crate::transport::redact::strip_userinfo;
 
 type Io = MaybeHttpsStream<TokioIo<TcpStream>>;
@@ -55,19 +54,24 @@ impl Connector {
         Self { https, timeout }
     }
 
-    /// A new connection to `authority_uri` (`scheme://host:port/`). Errors are text without
-    /// any credential (the URI has no userinfo).
-    pub(super) async fn connect(&self, authority_uri: http::Uri) -> Result<Box<Conn>, String> {
+    /// A new connection to the origin `key` (`scheme://host:port`). Errors are text without
+    /// any credential (the key has no userinfo).
+    pub(super) async fn connect(&self, key: &str) -> Result<Box<Conn>, String> {
+        let authority_uri = http::Uri::try_from(format!("{key}/"))
+            .map_err(|e| format!("`{key}` cannot be dialled: {e}"))?;
         let mut https = self.https.clone();
         let dial = async move {
             poll_fn(|cx| https.poll_ready(cx))
                 .await
-                .map_err(|e| describe(&*e))?;
-            let io = https.call(authority_uri).await.map_err(|e| describe(&*e))?;
+                .map_err(|e| error_chain(&*e))?;
+            let io = https
+                .call(authority_uri)
+                .await
+                .map_err(|e| error_chain(&*e))?;
             let (tx, driver) = http1::Builder::new()
                 .handshake(io)
                 .await
-                .map_err(|e| describe(&e))?;
+                .map_err(|e| error_chain(&e))?;
             Ok::<_, String>(Box::new(Conn { tx, driver }))
         };
         match tokio::time::timeout(self.timeout, dial).await {
@@ -93,7 +97,7 @@ impl SendFailure {
     pub(super) fn into_error(self, url: &url::Url) -> UpstreamError {
         let message = match self {
             SendFailure::NotSent(_) => "the connection closed before the request was sent".into(),
-            SendFailure::Failed(e) => describe(&e),
+            SendFailure::Failed(e) => error_chain(&e),
         };
         UpstreamError::Request {
             url: strip_userinfo(url.as_str()).into_owned(),
@@ -203,7 +207,7 @@ impl H1Body {
         if let Some(conn) = self.conn.take()
             && conn.tx.is_ready()
         {
-            pool::put(&self.queue, conn);
+            self.queue.put(conn);
         }
     }
 }

@@ -36,7 +36,7 @@ use http::{Method, Request};
 use http_body_util::Full;
 use hyper_util::client::legacy::connect::HttpConnector;
 
-use super::client::{UpstreamError, error_chain};
+use super::client::UpstreamError;
 use super::redact::strip_userinfo;
 pub(crate) use conn::H1Body;
 use conn::{Connector, SendFailure};
@@ -180,7 +180,7 @@ impl H1Client {
     ) -> Result<H1Response, UpstreamError> {
         let request = build_request(origin, url, method, headers, body)?;
         let queue = self.pool.queue(&origin.key);
-        let (conn, reused) = match self.pool.take(&queue) {
+        let (conn, reused) = match queue.take() {
             Some(c) => (c, true),
             None => (self.connect(origin, url).await?, false),
         };
@@ -203,7 +203,7 @@ impl H1Client {
         url: &url::Url,
     ) -> Result<Box<conn::Conn>, UpstreamError> {
         self.connector
-            .connect(origin.authority_uri.clone())
+            .connect(&origin.key)
             .await
             .map_err(|e| UpstreamError::Connect {
                 url: strip_userinfo(url.as_str()).into_owned(),
@@ -227,12 +227,11 @@ impl H1Response {
     }
 }
 
-/// Where a request goes: the pool key `scheme://host:port` and the URI the connector
-/// dials.
+/// Where a request goes: the pool key `scheme://host:port` (what the connector dials) and
+/// the `Host` header.
 #[derive(Debug, Clone)]
 pub(crate) struct Origin {
     key: String,
-    authority_uri: http::Uri,
     host_header: HeaderValue,
 }
 
@@ -250,9 +249,6 @@ impl Origin {
             )));
         };
         let key = format!("{scheme}://{host}:{port}");
-        let authority_uri = http::Uri::try_from(format!("{key}/")).map_err(|e| {
-            UpstreamError::Invalid(format!("upstream host `{host}` cannot be dialled: {e}"))
-        })?;
         // `Host` carries the port only when the URL names a non-default one (RFC 9110 §7.2).
         let host_header = match url.port() {
             Some(p) => HeaderValue::try_from(format!("{host}:{p}")),
@@ -261,11 +257,7 @@ impl Origin {
         .map_err(|_| {
             UpstreamError::Invalid(format!("upstream host `{host}` is not a valid Host"))
         })?;
-        Ok(Self {
-            key,
-            authority_uri,
-            host_header,
-        })
+        Ok(Self { key, host_header })
     }
 }
 
@@ -299,9 +291,4 @@ fn build_request(
         h.append(name, value.clone());
     }
     Ok(req)
-}
-
-/// Error text of a hyper or connector error, its sources joined (no userinfo).
-pub(crate) fn describe(e: &(dyn std::error::Error + 'static)) -> String {
-    error_chain(e)
 }

@@ -69,12 +69,14 @@ impl Pool {
     pub(super) fn idle(&self, key: &str) -> usize {
         self.origins.load().get(key).map_or(0, |q| q.idle.len())
     }
+}
 
-    /// A live idle connection of `queue`, if there is one.
-    pub(super) fn take(&self, queue: &Queue) -> Option<Box<Conn>> {
+impl Queue {
+    /// A live idle connection, if there is one.
+    pub(super) fn take(&self) -> Option<Box<Conn>> {
         let mut cx = Context::from_waker(Waker::noop());
-        while let Some(idle) = queue.idle.pop() {
-            if idle.since.elapsed() >= queue.idle_timeout {
+        while let Some(idle) = self.idle.pop() {
+            if idle.since.elapsed() >= self.idle_timeout {
                 continue;
             }
             let mut conn = idle.conn;
@@ -87,12 +89,12 @@ impl Pool {
         }
         None
     }
-}
 
-/// Return `conn` to `queue`; when the queue is full the connection is closed instead.
-pub(super) fn put(queue: &Queue, conn: Box<Conn>) {
-    let _ = queue.idle.push(Idle {
-        conn,
-        since: Instant::now(),
-    });
+    /// Return `conn` to the queue; when it is full the connection is closed instead.
+    pub(super) fn put(&self, conn: Box<Conn>) {
+        let _ = self.idle.push(Idle {
+            conn,
+            since: Instant::now(),
+        });
+    }
 }

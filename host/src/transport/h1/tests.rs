@@ -181,6 +181,13 @@ fn json_headers() -> HeaderMap {
     h
 }
 
+/// `POST {}` with [`json_headers`] to `url`.
+async fn post_json(client: &H1Client, url: &url::Url) -> Result<super::H1Response, UpstreamError> {
+    client
+        .send(Method::POST, url, json_headers(), Bytes::from_static(b"{}"))
+        .await
+}
+
 async fn read_all(body: &mut super::H1Body) -> Result<Vec<u8>, hyper::Error> {
     let mut out = Vec::new();
     while let Some(b) = body.chunk().await? {
@@ -252,26 +259,10 @@ async fn a_body_dropped_before_its_end_closes_its_connection() {
     let server = Server::start(|_| Reply::Keep(ok(r#"{"ok":true}"#))).await;
     let client = H1Client::new().unwrap();
     let url = server.url("/v1/x");
-    let resp = client
-        .send(
-            Method::POST,
-            &url,
-            json_headers(),
-            Bytes::from_static(b"{}"),
-        )
-        .await
-        .unwrap();
+    let resp = post_json(&client, &url).await.unwrap();
     drop(resp);
     assert_eq!(client.idle(&url), 0);
-    let mut resp = client
-        .send(
-            Method::POST,
-            &url,
-            json_headers(),
-            Bytes::from_static(b"{}"),
-        )
-        .await
-        .unwrap();
+    let mut resp = post_json(&client, &url).await.unwrap();
     read_all(&mut resp.body).await.unwrap();
     assert_eq!(server.accepted(), 2);
     assert_eq!(client.idle(&url), 1);
@@ -284,15 +275,7 @@ async fn a_connection_the_upstream_closed_while_idle_is_replaced() {
     let client = H1Client::new().unwrap();
     let url = server.url("/v1/x");
     for _ in 0..3 {
-        let mut resp = client
-            .send(
-                Method::POST,
-                &url,
-                json_headers(),
-                Bytes::from_static(b"{}"),
-            )
-            .await
-            .unwrap();
+        let mut resp = post_json(&client, &url).await.unwrap();
         assert_eq!(read_all(&mut resp.body).await.unwrap(), b"{}");
         // The upstream's FIN reaches this side before the next request.
         tokio::time::sleep(Duration::from_millis(50)).await;
@@ -335,15 +318,7 @@ async fn chunks_of_a_streamed_body_arrive_as_sent_and_the_connection_is_reused()
     .await;
     let client = H1Client::new().unwrap();
     let url = server.url("/v1/stream");
-    let mut resp = client
-        .send(
-            Method::POST,
-            &url,
-            json_headers(),
-            Bytes::from_static(b"{}"),
-        )
-        .await
-        .unwrap();
+    let mut resp = post_json(&client, &url).await.unwrap();
     assert_eq!(resp.body.content_length(), None);
     let mut chunks = Vec::new();
     while let Some(c) = resp.body.chunk().await.unwrap() {
@@ -372,7 +347,7 @@ async fn a_body_cut_short_is_an_error() {
     assert_eq!(resp.body.chunk().await.unwrap(), Some(Bytes::from("abcd")));
     let err = resp.body.chunk().await.unwrap_err();
     assert_eq!(
-        super::describe(&err),
+        crate::transport::client::error_chain(&err),
         "error reading a body from connection: end of file before message length reached"
     );
     assert_eq!(client.idle(&url), 0);
@@ -435,15 +410,7 @@ async fn a_redirect_to_another_origin_is_answered_as_it_is() {
     })
     .await;
     let client = H1Client::new().unwrap();
-    let resp = client
-        .send(
-            Method::POST,
-            &server.url("/a"),
-            json_headers(),
-            Bytes::from_static(b"{}"),
-        )
-        .await
-        .unwrap();
+    let resp = post_json(&client, &server.url("/a")).await.unwrap();
     assert_eq!(resp.status, 302);
     assert_eq!(other.accepted(), 0);
 }
@@ -458,13 +425,7 @@ async fn more_than_ten_redirects_fail() {
     })
     .await;
     let client = H1Client::new().unwrap();
-    let err = client
-        .send(
-            Method::POST,
-            &server.url("/start"),
-            json_headers(),
-            Bytes::from_static(b"{}"),
-        )
+    let err = post_json(&client, &server.url("/start"))
         .await
         .err()
         .unwrap();
@@ -546,15 +507,7 @@ async fn https_to_a_trusted_certificate_is_sent_and_reused() {
     let client = H1Client::with_roots(test_ca()).unwrap();
     let url = url::Url::parse(&format!("https://localhost:{}/v1/x", server.port)).unwrap();
     for _ in 0..2 {
-        let mut resp = client
-            .send(
-                Method::POST,
-                &url,
-                json_headers(),
-                Bytes::from_static(b"{}"),
-            )
-            .await
-            .unwrap();
+        let mut resp = post_json(&client, &url).await.unwrap();
         assert_eq!(read_all(&mut resp.body).await.unwrap(), br#"{"tls":true}"#);
     }
     assert_eq!(server.accepted(), 1);
@@ -570,16 +523,7 @@ async fn https_to_an_unknown_issuer_is_a_connect_error() {
     let server = Server::start_with(|_| Reply::Keep(ok("{}")), Some(tls_acceptor())).await;
     let client = H1Client::new().unwrap();
     let url = url::Url::parse(&format!("https://localhost:{}/v1/x", server.port)).unwrap();
-    let err = client
-        .send(
-            Method::POST,
-            &url,
-            json_headers(),
-            Bytes::from_static(b"{}"),
-        )
-        .await
-        .err()
-        .unwrap();
+    let err = post_json(&client, &url).await.err().unwrap();
     match err {
         UpstreamError::Connect { message, .. } => {
             assert!(message.contains("UnknownIssuer"), "{message}");
