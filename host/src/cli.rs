@@ -7,6 +7,7 @@ use std::io::Write;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use clap::{Parser, Subcommand};
 use futures_util::StreamExt;
@@ -95,6 +96,17 @@ enum Command {
         #[arg(long, default_value_t = 10.0)]
         soak_sample_s: f64,
     },
+    /// Compile one component read from stdin and write wasmtime's artifact to stdout (the
+    /// child process `serve` compiles its components in: `plugin/compile.rs`).
+    #[command(hide = true, name = crate::plugin::compile::COMPILE_SUBCOMMAND)]
+    CompileComponent {
+        /// The component's length in bytes: exactly this many arrive on stdin.
+        #[arg(long)]
+        len: u64,
+        /// The parent's `PGW_PLUGIN_CACHE_DIR`.
+        #[arg(long)]
+        cache_dir: Option<PathBuf>,
+    },
     /// The benchmark's bare pass-through proxy as its own process (started by `bench`).
     #[command(hide = true)]
     BenchPassthrough {
@@ -142,6 +154,10 @@ enum SchemaBackendArg {
 /// Run the CLI; the exit code reports success.
 pub fn run() -> ExitCode {
     let cli = Cli::parse();
+    if let Command::CompileComponent { len, cache_dir } = &cli.command {
+        // No runtime: the child compiles one component and exits.
+        return crate::plugin::compile::serve_child(*len, cache_dir.clone());
+    }
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -197,6 +213,7 @@ pub fn run() -> ExitCode {
             Command::Teams { command } => {
                 crate::keys::cli::run(crate::keys::cli::Command::Teams(command)).await
             }
+            Command::CompileComponent { .. } => ExitCode::FAILURE, // handled above
         }
     })
 }
@@ -241,15 +258,30 @@ async fn serve() -> ExitCode {
     if let Err(e) = config::load_dotenv() {
         return fail(&e.to_string());
     }
-    let settings = match config::settings_from_env() {
+    let mut settings = match config::settings_from_env() {
         Ok(s) => s,
         Err(e) => return fail(&e.to_string()),
     };
     init_tracing(&settings.process.log_filter, settings.process.log_json);
+    // Components compile in a child process of this executable, at start-up and on every
+    // reload, so the serving process never holds the compiler (plugin/compile.rs).
+    let compiler = match std::env::current_exe() {
+        Ok(program) => crate::plugin::Compiler::Subprocess { program },
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot locate this executable: components compile in-process");
+            crate::plugin::Compiler::InProcess
+        }
+    };
+    settings.process.plugin_compiler = compiler.clone();
     let gateway = match Gateway::from_settings(settings).await {
         Ok(g) => g,
         Err(e) => return fail(&e.to_string()),
     };
+    let reload_source: config::SettingsSource = Arc::new(move || {
+        let mut settings = reload_source()?;
+        settings.process.plugin_compiler = compiler.clone();
+        Ok(settings)
+    });
     gateway.set_settings_source(reload_source);
     crate::proxy::spawn_sighup_reload(gateway.clone());
     let (listener, addr) = match crate::proxy::bind(&gateway).await {

@@ -29,6 +29,7 @@ mod messages;
 mod ocr;
 mod otel;
 mod plugin_cache;
+mod plugin_compile;
 mod plugin_fixtures;
 mod plugin_load;
 mod plugin_serve;

@@ -79,6 +79,11 @@ pub struct ProcessSettings {
     pub backends: StateBackends,
     /// `PGW_PLUGIN_CACHE_DIR`: on-disk cache of compiled components; none = no disk cache.
     pub plugin_cache_dir: Option<PathBuf>,
+    /// Where components are compiled. Not read from the environment: in-process unless the
+    /// embedder says otherwise; `polygateway serve` compiles in a child process of itself,
+    /// so the serving process never holds the compiler's code and heap
+    /// ([`crate::plugin::Compiler`]).
+    pub plugin_compiler: crate::plugin::Compiler,
     /// `PGW_PLUGIN_TIMEOUT_MS`: budget of one plugin call, default 1000 ms.
     pub plugin_timeout: Duration,
     /// `PGW_PLUGIN_MEMORY_MB`: memory cap of one plugin instance, default 64 MiB.
@@ -113,6 +118,7 @@ impl std::fmt::Debug for ProcessSettings {
             .field("keys", &self.keys)
             .field("backends", &self.backends)
             .field("plugin_cache_dir", &self.plugin_cache_dir)
+            .field("plugin_compiler", &self.plugin_compiler)
             .field("plugin_timeout", &self.plugin_timeout)
             .field("plugin_memory_bytes", &self.plugin_memory_bytes)
             .field("upstream_limits", &self.upstream_limits)
@@ -162,6 +168,7 @@ pub(super) fn parse(vars: &Vars, problems: &mut Problems) -> Option<ProcessSetti
         keys,
         backends,
         plugin_cache_dir: plugins.cache_dir,
+        plugin_compiler: crate::plugin::Compiler::InProcess,
         plugin_timeout: plugins.timeout,
         plugin_memory_bytes: plugins.memory_bytes,
         upstream_limits,

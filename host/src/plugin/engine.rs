@@ -10,7 +10,7 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use wasmtime::component::{Component, HasData, Linker, ResourceTable};
@@ -19,6 +19,7 @@ use wasmtime_wasi::WasiView as _;
 use wasmtime_wasi::cli::{WasiCli, WasiCliView as _};
 use wasmtime_wasi::random::WasiRandom;
 
+use super::compile::{self, ChildCompileError, Compiler};
 use super::error::PluginError;
 use super::sandbox_io::{SandboxIo, SandboxIoData};
 use super::state::HostState;
@@ -77,6 +78,9 @@ pub struct PluginEngine {
     pub(crate) linker: Arc<Linker<HostState>>,
     pub(crate) limits: PluginLimits,
     cache_dir: Option<PathBuf>,
+    compiler: Compiler,
+    /// Components this engine compiled in this process (in-process compiler, or a failed child).
+    compiled_here: Arc<AtomicU64>,
     _ticker: Arc<Ticker>,
 }
 
@@ -128,6 +132,8 @@ impl PluginEngine {
             linker: Arc::new(linker),
             limits,
             cache_dir,
+            compiler: Compiler::InProcess,
+            compiled_here: Arc::new(AtomicU64::new(0)),
             _ticker: Arc::new(Ticker { stop }),
         })
     }
@@ -154,14 +160,46 @@ impl PluginEngine {
         self.cache_dir.as_deref()
     }
 
+    /// The same engine, compiling components where `compiler` says (in-process by default).
+    #[must_use]
+    pub fn with_compiler(mut self, compiler: Compiler) -> Self {
+        self.compiler = compiler;
+        self
+    }
+
+    /// Where this engine compiles components.
+    pub fn compiler(&self) -> &Compiler {
+        &self.compiler
+    }
+
+    /// How many components this engine (and its clones) compiled in this process: every
+    /// compile with [`Compiler::InProcess`], and the fallbacks of [`Compiler::Subprocess`]
+    /// whose child failed. A load answered by the on-disk cache counts too.
+    pub fn in_process_compiles(&self) -> u64 {
+        self.compiled_here.load(Ordering::Relaxed)
+    }
+
     /// Compile a component from its bytes; `origin` names it in errors. With a cache
     /// directory, wasmtime looks the compiled artifact up on disk first (keyed by the bytes'
-    /// hash and the engine's compatibility hash) and stores it after compiling.
+    /// hash and the engine's compatibility hash) and stores it after compiling. With
+    /// [`Compiler::Subprocess`], a child process compiles (`compile.rs`); when the child
+    /// itself fails, the component is compiled here instead and a warning says why.
     pub(crate) fn compile(&self, origin: &str, bytes: &[u8]) -> Result<Component, PluginError> {
-        Component::new(&self.engine, bytes).map_err(|e| PluginError::Load {
+        let load_err = |message: String| PluginError::Load {
             origin: origin.to_string(),
-            message: format!("{e:#}"),
-        })
+            message,
+        };
+        if let Compiler::Subprocess { program } = &self.compiler {
+            match compile::in_child(&self.engine, program, self.cache_dir.as_deref(), bytes) {
+                Ok(c) => return Ok(c),
+                Err(ChildCompileError::Invalid(message)) => return Err(load_err(message)),
+                Err(e @ ChildCompileError::Child(_)) => {
+                    tracing::warn!(plugin = origin, error = %e, "compiling in this process instead");
+                }
+            }
+        }
+        self.compiled_here.fetch_add(1, Ordering::Relaxed);
+        Component::new(&self.engine, bytes).map_err(|e| load_err(format!("{e:#}")))
     }
 
     /// The plugin-contract interfaces a component exports, as `(interface, version)` pairs

@@ -8,6 +8,7 @@
 mod bindings;
 mod builtin;
 pub mod cli;
+pub(crate) mod compile;
 pub mod conformance;
 mod engine;
 mod error;
@@ -27,6 +28,7 @@ mod wire;
 pub use builtin::builtin_provider_bytes;
 pub use builtin::{BUILTIN_SELECTORS, builtin_selector_bytes};
 pub use builtin::{BUILTIN_STRATEGIES, builtin_strategy_bytes};
+pub use compile::Compiler;
 pub use engine::{DEFAULT_PLUGIN_MAX_BYTES, PluginEngine, PluginLimits};
 pub use error::PluginError;
 pub use file::ComponentFileError;

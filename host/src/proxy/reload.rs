@@ -72,13 +72,17 @@ fn reload_error_response(e: &ReloadError) -> Response {
 
 /// Reload on every `SIGHUP` for as long as the process runs (Unix only).
 pub fn spawn_sighup_reload(gateway: Gateway) {
+    // The handler is registered here, before this function returns (the caller then binds
+    // and announces the listener): registered inside the spawned task, it waited for that
+    // task's first poll, and a SIGHUP sent as soon as the gateway said it was listening
+    // could still meet the default action and end the process.
+    #[cfg(unix)]
+    let Ok(mut hup) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) else {
+        tracing::warn!("cannot listen for SIGHUP: reload only through POST /admin/reload");
+        return;
+    };
     #[cfg(unix)]
     tokio::spawn(async move {
-        let Ok(mut hup) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
-        else {
-            tracing::warn!("cannot listen for SIGHUP: reload only through POST /admin/reload");
-            return;
-        };
         while hup.recv().await.is_some() {
             tracing::info!("SIGHUP: reloading");
             // The outcome is logged by `Gateway::reload`.
@@ -87,4 +91,42 @@ pub fn spawn_sighup_reload(gateway: Gateway) {
     });
     #[cfg(not(unix))]
     let _ = gateway;
+}
+
+#[cfg(all(test, unix))]
+mod tests {
+    use super::*;
+
+    /// A SIGHUP that arrives before the reload task has ever run is handled, not fatal:
+    /// on a current-thread runtime the spawned task cannot run until the test yields, so
+    /// the handler must already be registered when `spawn_sighup_reload` returns (else the
+    /// signal's default action ends this test process).
+    #[test]
+    fn a_sighup_before_the_reload_task_first_runs_is_handled() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap_or_else(|e| panic!("{e}"));
+        rt.block_on(async {
+            let vars = [
+                ("LLM__OPENAI__1__BASE_URL", "http://127.0.0.1:9/v1"),
+                ("LLM__OPENAI__1__MODEL", "m"),
+                ("PGW_TELEMETRY_BACKEND", "none"),
+            ]
+            .map(|(k, v)| (k.to_string(), v.to_string()));
+            let settings =
+                crate::config::settings_from_vars(vars).unwrap_or_else(|e| panic!("{e}"));
+            let gateway = Gateway::from_settings(settings)
+                .await
+                .unwrap_or_else(|e| panic!("{e}"));
+            spawn_sighup_reload(gateway);
+            let status = std::process::Command::new("kill")
+                .args(["-HUP", &std::process::id().to_string()])
+                .status()
+                .unwrap_or_else(|e| panic!("{e}"));
+            assert!(status.success());
+            // Let the task take the signal (a reload with no settings source: refused, logged).
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        });
+    }
 }

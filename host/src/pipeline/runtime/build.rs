@@ -213,8 +213,8 @@ fn start_otel(
         .map_err(|e| StartError::Telemetry(e.to_string()))
 }
 
-/// The plugin engine: the previous configuration's while its limits and cache directory
-/// are unchanged (its compiled components stay warm), else a new one.
+/// The plugin engine: the previous configuration's while its limits, cache directory and
+/// compiler are unchanged (its compiled components stay warm), else a new one.
 fn engine_for(settings: &Settings, previous: Option<&Inner>) -> Result<PluginEngine, StartError> {
     let limits = PluginLimits {
         call_timeout: settings.process.plugin_timeout,
@@ -224,10 +224,12 @@ fn engine_for(settings: &Settings, previous: Option<&Inner>) -> Result<PluginEng
     Ok(match previous {
         Some(p)
             if p.engine.limits() == limits
-                && p.engine.cache_dir() == settings.process.plugin_cache_dir.as_deref() =>
+                && p.engine.cache_dir() == settings.process.plugin_cache_dir.as_deref()
+                && p.engine.compiler() == &settings.process.plugin_compiler =>
         {
             p.engine.clone()
         }
-        _ => PluginEngine::new(limits, settings.process.plugin_cache_dir.clone())?,
+        _ => PluginEngine::new(limits, settings.process.plugin_cache_dir.clone())?
+            .with_compiler(settings.process.plugin_compiler.clone()),
     })
 }
