@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import ctypes
 import gc
+import statistics
 import sys
 from pathlib import Path
 
@@ -71,18 +72,26 @@ async def test_a_thousand_concurrent_calls_complete_with_flat_memory(mock: Mock,
         print(f"{key} (MiB) after each round: {[round(s[key] / mib, 2) for s in samples]}")
     print(f"python_blocks after each round: {[s['python_blocks'] for s in samples]}")
     after_warmup = samples[WARMUP:]
-    calls = 1000 * (len(after_warmup) - 1)
 
     def growth(key: str) -> int:
         return max(s[key] for s in after_warmup) - after_warmup[0][key]
+
+    def trend(key: str) -> float:
+        # The median of the last three rounds minus that of the first three: a leak grows
+        # round after round, while a single round's count can sit a few hundred blocks off
+        # (asyncio's and the collector's own objects at the moment of the sample; one CI run
+        # saw 237,106 then 237,825 with no growth between the medians).
+        first = statistics.median(s[key] for s in after_warmup[:3])
+        last = statistics.median(s[key] for s in after_warmup[-3:])
+        return last - first
 
     # Nothing is kept per call, in either heap. After the warm-up rounds the gateway's live
     # Rust heap moves by about ±1 MiB from round to round (windows of the limiter, pooled
     # buffers); a call whose state or answer stayed behind would add at least 600 bytes a
     # call, 4 MiB over these 7,000 calls. Python's live objects grow by ~11 a round: this
-    # test's own samples (the bound is one per ten calls).
+    # test's own samples (the bound is one per ten calls between the two medians' rounds).
     assert growth("rust_allocated") < 4 * mib, samples
-    assert growth("python_blocks") < calls // 10, samples
+    assert trend("python_blocks") < (len(after_warmup) - 3) * 1000 // 10, samples
     # The process: with jemalloc's free pages returned, RSS stays within 16 MiB of its
     # level after the warm-up (a leak of the size above would show here too).
     assert growth("rss") < 16 * mib, samples
