@@ -9,26 +9,18 @@ use polygateway::plugin::{PluginEngine, PluginLimits, ProviderComponent};
 use polygateway_tests::mock;
 use sha2::Digest;
 
-use crate::plugin_fixtures::acme_example;
+use crate::plugin_fixtures::{acme_example, cache_files};
 use crate::plugin_serve::{Serve, kv};
 
 /// Every file under `dir` (recursively) with its length, except wasmtime's cache statistics.
 fn artifacts(dir: &Path) -> Vec<(String, u64)> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
-            let p = e.path();
-            if p.is_dir() {
-                stack.push(p);
-            } else if !p.to_string_lossy().ends_with(".stats") {
-                let len = e.metadata().map(|m| m.len()).unwrap_or(0);
-                out.push((p.to_string_lossy().into_owned(), len));
-            }
-        }
-    }
-    out.sort();
-    out
+    cache_files(dir)
+        .into_iter()
+        .map(|p| {
+            let len = std::fs::metadata(&p).map(|m| m.len()).unwrap_or(0);
+            (p.to_string_lossy().into_owned(), len)
+        })
+        .collect()
 }
 
 fn acme_env(mock: &polygateway_tests::MockUpstream, wasm: &Path) -> Vec<(String, String)> {

@@ -79,23 +79,10 @@ fn a_child_that_cannot_run_falls_back_to_compiling_in_process() {
     }
 }
 
-/// The compiled artifacts in wasmtime's cache under `dir` (the files under `modules/`, not
-/// its statistics or its clean-up worker's markers).
+/// The compiled artifacts in wasmtime's cache under `dir` (under `modules/`: not its clean-up
+/// worker's markers).
 fn cache_files(dir: &std::path::Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.join("modules")];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
-            let p = e.path();
-            if p.is_dir() {
-                stack.push(p);
-            } else if !p.to_string_lossy().ends_with(".stats") {
-                out.push(p);
-            }
-        }
-    }
-    out.sort();
-    out
+    crate::plugin_fixtures::cache_files(&dir.join("modules"))
 }
 
 #[test]

@@ -127,3 +127,22 @@ pub async fn plugin_check(args: &[&str]) -> (i32, String, String) {
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
 }
+
+/// Every file under `dir` (recursively), sorted, except wasmtime's cache statistics
+/// (`*.stats`): the compiled artifacts of a compile-cache directory.
+pub fn cache_files(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if !p.to_string_lossy().ends_with(".stats") {
+                out.push(p);
+            }
+        }
+    }
+    out.sort();
+    out
+}

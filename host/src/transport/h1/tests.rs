@@ -188,6 +188,12 @@ async fn post_json(client: &H1Client, url: &url::Url) -> Result<super::H1Respons
         .await
 }
 
+async fn get(client: &H1Client, url: &url::Url) -> Result<super::H1Response, UpstreamError> {
+    client
+        .send(Method::GET, url, HeaderMap::new(), Bytes::new())
+        .await
+}
+
 async fn read_all(body: &mut super::H1Body) -> Result<Vec<u8>, hyper::Error> {
     let mut out = Vec::new();
     while let Some(b) = body.chunk().await? {
@@ -294,10 +300,7 @@ async fn connection_close_is_not_pooled() {
     .await;
     let client = H1Client::new().unwrap();
     let url = server.url("/v1/x");
-    let mut resp = client
-        .send(Method::GET, &url, HeaderMap::new(), Bytes::new())
-        .await
-        .unwrap();
+    let mut resp = get(&client, &url).await.unwrap();
     assert_eq!(read_all(&mut resp.body).await.unwrap(), b"{}");
     assert_eq!(client.idle(&url), 0);
 }
@@ -340,10 +343,7 @@ async fn a_body_cut_short_is_an_error() {
     .await;
     let client = H1Client::new().unwrap();
     let url = server.url("/v1/x");
-    let mut resp = client
-        .send(Method::GET, &url, HeaderMap::new(), Bytes::new())
-        .await
-        .unwrap();
+    let mut resp = get(&client, &url).await.unwrap();
     assert_eq!(resp.body.chunk().await.unwrap(), Some(Bytes::from("abcd")));
     let err = resp.body.chunk().await.unwrap_err();
     assert_eq!(
@@ -446,11 +446,7 @@ async fn a_refused_connection_is_a_connect_error_without_userinfo() {
     drop(listener);
     let client = H1Client::new().unwrap();
     let url = url::Url::parse(&format!("http://user:s3cret@127.0.0.1:{port}/v1/x")).unwrap();
-    let err = client
-        .send(Method::GET, &url, HeaderMap::new(), Bytes::new())
-        .await
-        .err()
-        .unwrap();
+    let err = get(&client, &url).await.err().unwrap();
     match &err {
         UpstreamError::Connect { url, message } => {
             assert_eq!(url, &format!("http://127.0.0.1:{port}/v1/x"));
@@ -466,11 +462,7 @@ async fn a_url_without_a_host_or_of_another_scheme_is_invalid() {
     let client = H1Client::new().unwrap();
     for u in ["ftp://127.0.0.1/x", "unix:/tmp/sock"] {
         let url = url::Url::parse(u).unwrap();
-        let err = client
-            .send(Method::GET, &url, HeaderMap::new(), Bytes::new())
-            .await
-            .err()
-            .unwrap();
+        let err = get(&client, &url).await.err().unwrap();
         assert!(matches!(err, UpstreamError::Invalid(_)), "{u}: {err:?}");
     }
 }
