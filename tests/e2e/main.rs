@@ -42,6 +42,7 @@ mod sandbox;
 mod sdk;
 mod sdk_wit;
 mod selectors;
+mod stream_parsers;
 mod streaming;
 mod structured;
 mod telemetry;

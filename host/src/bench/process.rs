@@ -44,13 +44,15 @@ impl GatewayChild {
             .env_clear()
             .env("PATH", std::env::var("PATH").unwrap_or_default())
             .env("HOME", std::env::var("HOME").unwrap_or_default())
-            // Runtime and allocator tuning, and the OpenTelemetry variables (a run with
-            // `OTEL_EXPORTER_OTLP_ENDPOINT` set measures the gateways with tracing on),
-            // reach the servers under test.
+            // Runtime and allocator tuning, the plugin sandbox's keys (`PGW_PLUGIN_*`: an
+            // A/B of `PGW_PLUGIN_STREAMS_PER_INSTANCE` with one binary), and the
+            // OpenTelemetry variables (a run with `OTEL_EXPORTER_OTLP_ENDPOINT` set measures
+            // the gateways with tracing on) reach the servers under test.
             .envs(std::env::vars().filter(|(k, _)| {
                 k == "TOKIO_WORKER_THREADS"
                     || k == "MALLOC_CONF"
                     || k == "_RJEM_MALLOC_CONF"
+                    || k.starts_with("PGW_PLUGIN_")
                     || k.starts_with("OTEL_")
             }))
             .env("PGW_LISTEN", "127.0.0.1:0")

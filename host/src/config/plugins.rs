@@ -1,8 +1,8 @@
 //! The plugins section: which component a source uses (`FirstParty`, `PluginRef`, read from
 //! a source's `PLUGIN` field) and which selector a scope uses (`FirstPartySelector`,
 //! `SelectorRef`, read from `{SCOPE}__SELECTOR`), and the process-wide plugin keys (`PGW_PLUGIN_CACHE_DIR`,
-//! `PGW_PLUGIN_TIMEOUT_MS`, `PGW_PLUGIN_MEMORY_MB`, `PGW_PLUGIN_MAX_BYTES`) with their
-//! defaults and parser.
+//! `PGW_PLUGIN_TIMEOUT_MS`, `PGW_PLUGIN_MEMORY_MB`, `PGW_PLUGIN_MAX_BYTES`,
+//! `PGW_PLUGIN_STREAMS_PER_INSTANCE`) with their defaults and parser.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -23,7 +23,12 @@ pub(super) const KEYS: &[&str] = &[
     "PGW_PLUGIN_TIMEOUT_MS",
     "PGW_PLUGIN_MEMORY_MB",
     "PGW_PLUGIN_MAX_BYTES",
+    "PGW_PLUGIN_STREAMS_PER_INSTANCE",
 ];
+
+/// Most `PGW_PLUGIN_STREAMS_PER_INSTANCE`: the parsers of one instance take turns, so more
+/// than this many would queue behind each other's calls.
+pub const MAX_STREAMS_PER_INSTANCE: usize = 1024;
 
 /// The first-party provider components embedded in the binary.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -174,6 +179,8 @@ pub(super) struct PluginSettings {
     pub(super) memory_bytes: usize,
     /// `PGW_PLUGIN_MAX_BYTES`.
     pub(super) max_bytes: u64,
+    /// `PGW_PLUGIN_STREAMS_PER_INSTANCE`.
+    pub(super) streams_per_instance: usize,
 }
 
 /// The `PGW_PLUGIN_*` keys; a bad value is a problem naming its key (0 where the rule of
@@ -184,6 +191,26 @@ pub(super) fn parse(vars: &Vars, problems: &mut Problems) -> PluginSettings {
         timeout: parse_timeout(vars, problems),
         memory_bytes: parse_memory(vars, problems),
         max_bytes: parse_max_bytes(vars, problems),
+        streams_per_instance: parse_streams_per_instance(vars, problems),
+    }
+}
+
+fn parse_streams_per_instance(vars: &Vars, problems: &mut Problems) -> usize {
+    let default = crate::plugin::DEFAULT_STREAMS_PER_INSTANCE;
+    let Some(v) = vars.get("PGW_PLUGIN_STREAMS_PER_INSTANCE") else {
+        return default;
+    };
+    match v.parse::<usize>() {
+        Ok(n) if (1..=MAX_STREAMS_PER_INSTANCE).contains(&n) => n,
+        _ => {
+            problems.add(
+                "PGW_PLUGIN_STREAMS_PER_INSTANCE",
+                format!(
+                    "expected an integer in 1..={MAX_STREAMS_PER_INSTANCE} (stream parsers per instance; 1 = an instance per stream), got `{v}`"
+                ),
+            );
+            default
+        }
     }
 }
 
@@ -242,6 +269,34 @@ fn parse_max_bytes(vars: &Vars, problems: &mut Problems) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn streams_per_instance_is_one_to_1024_naming_the_key() {
+        let parse_one = |v: Option<&str>| {
+            let pairs: Vec<(&str, &str)> = v
+                .map(|v| vec![("PGW_PLUGIN_STREAMS_PER_INSTANCE", v)])
+                .unwrap_or_default();
+            let mut problems = Problems::new();
+            let n = parse(&Vars::from_pairs("", &pairs), &mut problems).streams_per_instance;
+            (n, problems.into_list())
+        };
+        assert_eq!(parse_one(None), (16, vec![]));
+        assert_eq!(parse_one(Some("1")), (1, vec![]));
+        assert_eq!(parse_one(Some("1024")), (1024, vec![]));
+        assert_eq!(parse_one(Some("  ")), (16, vec![]), "blank is unset");
+        for bad in ["0", "1025", "-3", "sixteen"] {
+            let (n, problems) = parse_one(Some(bad));
+            assert_eq!(n, 16, "{bad}");
+            assert_eq!(problems.len(), 1, "{bad}: {problems:?}");
+            assert_eq!(problems[0].key, "PGW_PLUGIN_STREAMS_PER_INSTANCE");
+            assert_eq!(
+                problems[0].message,
+                format!(
+                    "expected an integer in 1..=1024 (stream parsers per instance; 1 = an instance per stream), got `{bad}`"
+                )
+            );
+        }
+    }
 
     #[test]
     fn first_party_selectors_are_the_embedded_ones() {

@@ -88,6 +88,10 @@ pub struct ProcessSettings {
     pub plugin_timeout: Duration,
     /// `PGW_PLUGIN_MEMORY_MB`: memory cap of one plugin instance, default 64 MiB.
     pub plugin_memory_bytes: usize,
+    /// `PGW_PLUGIN_STREAMS_PER_INSTANCE`: most stream parsers of one provider component per
+    /// instance, default [`crate::plugin::DEFAULT_STREAMS_PER_INSTANCE`]; 1 = an instance
+    /// per stream.
+    pub plugin_streams_per_instance: usize,
     /// `PGW_UPSTREAM_MAX_BODY_BYTES` and `PGW_SSE_MAX_EVENT_BYTES`.
     pub upstream_limits: UpstreamLimits,
     /// `PGW_PLUGIN_MAX_BYTES`: largest component file loaded from disk, default
@@ -121,6 +125,10 @@ impl std::fmt::Debug for ProcessSettings {
             .field("plugin_compiler", &self.plugin_compiler)
             .field("plugin_timeout", &self.plugin_timeout)
             .field("plugin_memory_bytes", &self.plugin_memory_bytes)
+            .field(
+                "plugin_streams_per_instance",
+                &self.plugin_streams_per_instance,
+            )
             .field("upstream_limits", &self.upstream_limits)
             .field("plugin_max_bytes", &self.plugin_max_bytes)
             .field("cache", &self.cache)
@@ -171,6 +179,7 @@ pub(super) fn parse(vars: &Vars, problems: &mut Problems) -> Option<ProcessSetti
         plugin_compiler: crate::plugin::Compiler::InProcess,
         plugin_timeout: plugins.timeout,
         plugin_memory_bytes: plugins.memory_bytes,
+        plugin_streams_per_instance: plugins.streams_per_instance,
         upstream_limits,
         plugin_max_bytes: plugins.max_bytes,
         cache,

@@ -79,6 +79,8 @@ fn scope_health(s: &ScopeRuntime) -> Value {
                 "plugin": src.component.info().name,
                 "plugin_origin": src.component.origin(),
                 "idle_instances": src.component.idle_instances(),
+                "stream_parser_instances": src.component.stream_parser_instances(),
+                "shared_stream_parsers": src.component.shared_stream_parsers(),
                 "plugin_faults": src.component.faults(),
                 "serves": serves(&src.component.info().capabilities),
                 "breaker": breaker.as_ref().map(|b| b.state.as_str()),

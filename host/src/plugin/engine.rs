@@ -32,6 +32,11 @@ pub(crate) const EPOCH_TICK: Duration = Duration::from_millis(1);
 /// Default `PGW_PLUGIN_MAX_BYTES`: 100× a first-party component, yet a runaway file is refused.
 pub const DEFAULT_PLUGIN_MAX_BYTES: u64 = 64 * 1024 * 1024;
 
+/// Default `PGW_PLUGIN_STREAMS_PER_INSTANCE`: 512 concurrent streams need 32 instances
+/// instead of 512 (each ~80 KiB of resident memory beside its store), while a fault in one
+/// stream's parse call ends at most 15 other streams (see `plugin/stream_parser.rs`).
+pub const DEFAULT_STREAMS_PER_INSTANCE: usize = 16;
+
 /// Sandbox limits applied to every plugin call, and the size cap of a component file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PluginLimits {
@@ -42,6 +47,10 @@ pub struct PluginLimits {
     pub memory_bytes: usize,
     /// Largest component file loaded from disk, in bytes (`PGW_PLUGIN_MAX_BYTES`).
     pub max_component_bytes: u64,
+    /// Most stream parsers of one provider component that share one instance
+    /// (`PGW_PLUGIN_STREAMS_PER_INSTANCE`, ≥ 1; 1 = every streamed attempt holds an instance
+    /// of its own). See `plugin/stream_parser.rs` for what sharing trades.
+    pub streams_per_instance: usize,
 }
 
 impl Default for PluginLimits {
@@ -50,6 +59,7 @@ impl Default for PluginLimits {
             call_timeout: Duration::from_secs(1),
             memory_bytes: 64 * 1024 * 1024,
             max_component_bytes: DEFAULT_PLUGIN_MAX_BYTES,
+            streams_per_instance: DEFAULT_STREAMS_PER_INSTANCE,
         }
     }
 }

@@ -3,7 +3,8 @@
 //!
 //! **Architecture invariant:** a plugin never sees a credential, a clock, a socket, a file
 //! or the environment; every call runs under an epoch deadline and a memory cap, and a trap
-//! fails only that call (`PluginError::Fault`) and discards only that instance.
+//! fails only that call (`PluginError::Fault`) and discards only that instance — and with a
+//! shared stream-parser instance, the other streams parsing in it (`stream_parser.rs`).
 
 mod bindings;
 mod builtin;
@@ -21,6 +22,7 @@ mod schedule;
 mod selector;
 mod state;
 mod strategy;
+mod stream_parser;
 mod v0_1;
 mod versioned;
 mod wire;
@@ -29,15 +31,18 @@ pub use builtin::builtin_provider_bytes;
 pub use builtin::{BUILTIN_SELECTORS, builtin_selector_bytes};
 pub use builtin::{BUILTIN_STRATEGIES, builtin_strategy_bytes};
 pub use compile::Compiler;
-pub use engine::{DEFAULT_PLUGIN_MAX_BYTES, PluginEngine, PluginLimits};
+pub use engine::{
+    DEFAULT_PLUGIN_MAX_BYTES, DEFAULT_STREAMS_PER_INSTANCE, PluginEngine, PluginLimits,
+};
 pub use error::PluginError;
 pub use file::ComponentFileError;
-pub use provider::{ProviderComponent, ProviderInstance, StreamParser};
+pub use provider::{ProviderComponent, ProviderInstance};
 pub use selector::{Candidate, SelectSource, SelectorComponent, SelectorInfo};
 pub use strategy::{
     JsonTarget, NativeSchema, Preparation, RepairError, ResponseFormat, StrategyComponent,
     StrategyInfo,
 };
+pub use stream_parser::StreamParser;
 pub use wire::{
     ArchiveFetch, Bbox, EmbeddingInputs, EmbeddingRequest, EmbeddingResponse, EmbeddingUsage,
     ImageInfo, LayoutDocument, LayoutElement, OcrOperation, PageSize, UploadRequest,

@@ -54,7 +54,8 @@ impl<B> Warm<B> {
         schedule::run(f(&mut self.store, &self.bindings, args))
     }
 
-    fn memory_high_water(&self) -> usize {
+    /// The largest linear memory the instance has grown to, in bytes.
+    pub(crate) fn memory_high_water(&self) -> usize {
         self.store.data().limits.memory_high_water()
     }
 }

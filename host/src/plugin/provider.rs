@@ -1,10 +1,10 @@
 //! Provider components: load (compile, version check, pre-instantiate, `describe`), their
-//! pool of warm instances (`pool.rs`), and the typed sandboxed calls. A stream parser holds
-//! its instance for one attempt and gives it back to the pool when dropped.
+//! pool of warm instances (`pool.rs`), and the typed sandboxed calls. Stream parsers live in
+//! instances shared by several streams (`stream_parser.rs`).
 
 use std::sync::Arc;
 
-use wasmtime::component::{Component, InstancePre, ResourceAny};
+use wasmtime::component::{Component, InstancePre};
 
 use super::bindings::{v0_1, v0_2};
 use super::engine::PluginEngine;
@@ -12,11 +12,12 @@ use super::error::PluginError;
 use super::pool::{Pool, instantiate_fault};
 use super::provider_calls::ProviderCalls;
 use super::state::HostState;
+use super::stream_parser::{ParserHosts, StreamParser};
 use super::versioned::{CallFn, Calls, Versioned, VersionedWarm};
 use super::wire::{
     ArchiveFetch, BuildError, ChatRequest, ClassifiedError, Delta, EmbeddingRequest,
     EmbeddingResponse, Header, HttpRequest, ImageInfo, LayoutDocument, OcrOperation, PluginInfo,
-    SourceInfo, SseEvent, UploadRequest,
+    SourceInfo, UploadRequest,
 };
 
 /// Most idle warm instances kept per component; more are created under load and dropped
@@ -25,8 +26,8 @@ const POOL_CAPACITY: usize = 512;
 
 type Bindings0_1 = v0_1::provider::Provider;
 type Bindings0_2 = v0_2::provider::Provider;
-type VersionedPool = Versioned<Bindings0_1, Bindings0_2>;
-type WarmProvider = VersionedWarm<Bindings0_1, Bindings0_2>;
+pub(super) type VersionedPool = Versioned<Bindings0_1, Bindings0_2>;
+pub(super) type WarmProvider = VersionedWarm<Bindings0_1, Bindings0_2>;
 
 impl Calls<dyn ProviderCalls> for Bindings0_1 {
     fn calls(&self) -> &(dyn ProviderCalls + 'static) {
@@ -69,6 +70,8 @@ pub struct ProviderComponent {
     /// The contract version the component exports (`0.1.0`, `0.2.0`).
     version: String,
     pool: VersionedPool,
+    /// The instances stream parsers share.
+    parsers: ParserHosts,
 }
 
 impl std::fmt::Debug for ProviderComponent {
@@ -137,6 +140,7 @@ impl ProviderComponent {
             info,
             version,
             pool,
+            parsers: ParserHosts::new(engine.limits().streams_per_instance),
         }))
     }
 
@@ -170,6 +174,24 @@ impl ProviderComponent {
     /// Idle warm instances in the pool (for `/healthz` and tests).
     pub fn idle_instances(&self) -> usize {
         self.pool.idle()
+    }
+
+    /// Instances that stream parsers share, alive right now (for `/healthz` and tests).
+    pub fn stream_parser_instances(&self) -> usize {
+        self.parsers.instances()
+    }
+
+    /// Stream parsers living in shared instances right now (for `/healthz` and tests).
+    pub fn shared_stream_parsers(&self) -> usize {
+        self.parsers.parsers()
+    }
+
+    pub(super) fn parsers(&self) -> &ParserHosts {
+        &self.parsers
+    }
+
+    pub(super) fn pool(&self) -> &VersionedPool {
+        &self.pool
     }
 
     /// Call `describe` on a new instance (not from the pool): the conformance kit checks it
@@ -216,7 +238,7 @@ impl Drop for ProviderInstance {
 
 impl ProviderInstance {
     /// Run one guest call under the plugin's budget; a trap discards the instance.
-    fn call<A: ?Sized + Sync, R: Send>(
+    pub(super) fn call<A: ?Sized + Sync, R: Send>(
         &mut self,
         function: &'static str,
         args: &A,
@@ -359,82 +381,13 @@ impl ProviderInstance {
         })
     }
 
-    /// Create a per-attempt stream parser; it keeps this instance until dropped.
-    pub fn into_stream_parser(mut self, source: &SourceInfo) -> Result<StreamParser, PluginError> {
-        let resource = self.call(
-            "stream-parser.constructor",
-            source,
-            move |store, b, source| b.stream_parser_new(store, source),
-        )?;
-        Ok(StreamParser {
-            instance: self,
-            resource: Some(resource),
-        })
-    }
-}
-
-/// The per-attempt `stream-parser` resource and the instance it lives in.
-pub struct StreamParser {
-    instance: ProviderInstance,
-    resource: Option<ResourceAny>,
-}
-
-impl StreamParser {
-    /// Parse a batch of SSE events into deltas (`Ok(Err(..))`: the stream carried an error).
-    pub fn parse(
-        &mut self,
-        events: &[SseEvent],
-    ) -> Result<Result<Vec<Delta>, ClassifiedError>, PluginError> {
-        let Some(res) = self.resource else {
-            return Err(self.gone("stream-parser.parse"));
-        };
-        let out = self
-            .instance
-            .call("stream-parser.parse", events, move |store, b, events| {
-                b.stream_parser_parse(store, res, events)
-            });
-        if out.is_err() {
-            self.resource = None;
-        }
-        out
-    }
-
-    /// Flush what the parser still holds at the end of the stream.
-    pub fn finish(&mut self) -> Result<Vec<Delta>, PluginError> {
-        let Some(res) = self.resource else {
-            return Err(self.gone("stream-parser.finish"));
-        };
-        let out = self
-            .instance
-            .call("stream-parser.finish", &(), move |store, b, _| {
-                b.stream_parser_finish(store, res)
-            });
-        if out.is_err() {
-            self.resource = None;
-        }
-        out
-    }
-
-    fn gone(&self, function: &'static str) -> PluginError {
-        PluginError::Fault {
-            plugin: self.instance.component.info.name.clone(),
-            function,
-            message: "the parser's instance was discarded after an earlier fault".into(),
-        }
-    }
-}
-
-impl Drop for StreamParser {
-    fn drop(&mut self) {
-        if let Some(res) = self.resource.take() {
-            // Dropping the guest resource runs guest code; on failure the instance is
-            // discarded instead of going back to the pool.
-            let dropped = self
-                .instance
-                .call("stream-parser.drop", &(), move |store, _, _| {
-                    Box::pin(async move { res.resource_drop_async(store).await })
-                });
-            let _ = dropped;
-        }
+    /// Create a per-attempt stream parser: in an instance shared with other streams of the
+    /// component (this one then goes back to the pool), or, with
+    /// `PGW_PLUGIN_STREAMS_PER_INSTANCE=1`, in this instance until the parser is dropped
+    /// (see `stream_parser.rs`).
+    ///
+    /// Errors: [`PluginError::Fault`] when the constructor faulted.
+    pub fn into_stream_parser(self, source: &SourceInfo) -> Result<StreamParser, PluginError> {
+        StreamParser::new(self, source)
     }
 }

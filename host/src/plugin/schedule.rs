@@ -124,13 +124,18 @@ pub(crate) fn run<R: Send>(mut call: GuestFuture<'_, R>) -> wasmtime::Result<R> 
     if let Poll::Ready(out) = call.as_mut().poll(&mut cx) {
         return out;
     }
-    let on_worker_pool = tokio::runtime::Handle::try_current()
-        .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
-    if on_worker_pool {
+    if on_worker_pool() {
         tokio::task::block_in_place(|| finish_on_slow_thread(call))
     } else {
         finish_on_slow_thread(call)
     }
+}
+
+/// Whether the calling thread is a worker of a multi-threaded Tokio runtime (so a wait may
+/// hand its queued tasks to another worker with [`tokio::task::block_in_place`]).
+pub(crate) fn on_worker_pool() -> bool {
+    tokio::runtime::Handle::try_current()
+        .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread)
 }
 
 thread_local! {

@@ -43,6 +43,14 @@ pub(crate) enum VersionedWarm<Old, New> {
 }
 
 impl<Old, New> VersionedWarm<Old, New> {
+    /// The largest linear memory the instance has grown to, in bytes.
+    pub(crate) fn memory_high_water(&self) -> usize {
+        match self {
+            Self::V0_1(w) => w.memory_high_water(),
+            Self::V0_2(w) => w.memory_high_water(),
+        }
+    }
+
     /// One guest call under a fresh budget (see [`Warm::call`]).
     pub(crate) fn call<C: ?Sized + 'static, A: ?Sized + Sync, R: Send>(
         &mut self,

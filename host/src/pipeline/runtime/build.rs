@@ -220,6 +220,7 @@ fn engine_for(settings: &Settings, previous: Option<&Inner>) -> Result<PluginEng
         call_timeout: settings.process.plugin_timeout,
         memory_bytes: settings.process.plugin_memory_bytes,
         max_component_bytes: settings.process.plugin_max_bytes,
+        streams_per_instance: settings.process.plugin_streams_per_instance,
     };
     Ok(match previous {
         Some(p)
