@@ -196,3 +196,63 @@ async fn chunks_before_an_upstream_stall_reach_the_client() {
     assert_eq!(sse_contents(&got), ["", "a ", "b "], "{got}");
     assert!(!got.contains("[DONE]"), "{got}");
 }
+
+/// The source's entry of `/healthz`: (parsers in shared instances, shared instances).
+async fn parser_counts(gw: &polygateway_tests::GatewayProcess) -> (u64, u64) {
+    let h: Value = reqwest::get(format!("{}/healthz", gw.base_url))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let s = &h["scopes"]["LLM"]["sources"][0];
+    (
+        s["shared_stream_parsers"].as_u64().unwrap(),
+        s["stream_parser_instances"].as_u64().unwrap(),
+    )
+}
+
+/// `PGW_PLUGIN_STREAMS_PER_INSTANCE` reaches a real `serve`: five open streams hold three
+/// shared instances at 2 per instance, which stay warm after the clients leave; at 1, every
+/// stream holds an instance of its own and none is shared.
+#[tokio::test]
+async fn open_streams_share_parser_instances_as_configured() {
+    let m = mock().await;
+    script(
+        &m,
+        "held",
+        json!({"then": {"content": "a b c d", "stall_after_chunks": 2}}),
+    )
+    .await;
+    for (per_instance, expected_open) in [(2, (5, 3)), (1, (0, 0))] {
+        let mut env = source(&m, "openai", 1, "held", "gpt-x");
+        env.push(kv("PGW_PLUGIN_STREAMS_PER_INSTANCE", per_instance));
+        let gw = gateway(env).await;
+        let mut streams = Vec::new();
+        for _ in 0..5 {
+            let mut stream = Box::pin(open_stream(&gw, &chat_body(true)).await);
+            let mut got = String::new();
+            tokio::time::timeout(std::time::Duration::from_secs(20), async {
+                while !got.contains(r#"{"content":"b "}"#) {
+                    let bytes = stream.next().await.unwrap().unwrap();
+                    got.push_str(std::str::from_utf8(&bytes).unwrap());
+                }
+            })
+            .await
+            .unwrap_or_else(|_| panic!("no chunks: {got:?}"));
+            streams.push(stream);
+        }
+        assert_eq!(
+            parser_counts(&gw).await,
+            expected_open,
+            "{per_instance} per instance"
+        );
+        drop(streams);
+        let after = (0, expected_open.1);
+        let gw = &gw;
+        eventually(20, || async move {
+            (parser_counts(gw).await == after).then_some(())
+        })
+        .await;
+    }
+}

@@ -69,8 +69,14 @@ async fn run_inner(
     wd: &mut Watchdog,
     trace: Option<&AttemptSpan>,
 ) -> Result<AttemptAnswer, AttemptFailure> {
-    let mut instance = source.component.instance()?;
-    let http = match instance.build_request(preq, &source.info)? {
+    // Instances are checked out per guest call, never held while the upstream answers: an
+    // attempt waiting for its upstream holds none, so the pool stays as small as the number
+    // of calls the workers run at once (and the instances in use stay warm in the caches).
+    let built = source
+        .component
+        .instance()?
+        .build_request(preq, &source.info)?;
+    let http = match built {
         Ok(h) => h,
         Err(BuildError::InvalidRequest(m)) => return Err(AttemptFailure::BuildInvalid(m)),
         Err(BuildError::Unsupported(m)) => return Err(AttemptFailure::Unsupported(m)),
@@ -104,8 +110,7 @@ async fn run_inner(
 
     if !(200..300).contains(&resp.status) {
         let waited = Instant::now();
-        let failure =
-            upstream::classify_status(source, &mut instance, resp, wd.total_deadline()).await;
+        let failure = upstream::classify_status(source, resp, wd.total_deadline()).await;
         st.upstream_wait += waited.elapsed();
         return Err(failure);
     }
@@ -116,7 +121,7 @@ async fn run_inner(
         let body = upstream::read_answer(source, &mut resp, wd.total_deadline()).await;
         st.upstream_wait += waited.elapsed();
         let body = body?;
-        let mut deltas = match instance.parse_response(&body)? {
+        let mut deltas = match source.component.instance()?.parse_response(&body)? {
             Ok(d) => d,
             Err(c) => return Err(classified_failure(c)),
         };
@@ -148,7 +153,7 @@ async fn run_inner(
         st.sent_content.clear();
         st.sent_tool_calls = false;
     }
-    let mut parser = instance.into_stream_parser(&source.info)?;
+    let mut parser = source.component.stream_parser(&source.info)?;
     let mut framer = SseFramer::with_max_event_bytes(inner.http.limits().sse_max_event_bytes);
     let mut framed = Vec::new();
     let mut batch: Vec<SseEvent> = Vec::new();

@@ -11,9 +11,7 @@ use std::time::Duration;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use tokio::time::Instant;
 
-use crate::plugin::{
-    AuthScheme, ClassifiedError, ErrorClass, Header, PluginError, ProviderInstance,
-};
+use crate::plugin::{AuthScheme, ClassifiedError, ErrorClass, Header, PluginError};
 use crate::telemetry::otel::AttemptSpan;
 use crate::transport::{
     LivenessTimer, UpstreamError, UpstreamResponse, parse_retry_after, redact_secrets,
@@ -369,7 +367,6 @@ fn wall_clock(source: &SourceRuntime) -> std::time::SystemTime {
 /// past that cap.
 pub(crate) async fn classify_status(
     source: &SourceRuntime,
-    instance: &mut ProviderInstance,
     mut resp: UpstreamResponse,
     deadline: Instant,
 ) -> AttemptFailure {
@@ -391,7 +388,12 @@ pub(crate) async fn classify_status(
             })
         })
         .collect();
-    let c = match instance.classify_error(resp.status, &headers, &body) {
+    // An instance is checked out only for the call, not while the body was read.
+    let classified = source
+        .component
+        .instance()
+        .and_then(|mut instance| instance.classify_error(resp.status, &headers, &body));
+    let c = match classified {
         Ok(c) => c,
         Err(e) => return AttemptFailure::Plugin(e),
     };

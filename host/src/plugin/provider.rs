@@ -176,6 +176,18 @@ impl ProviderComponent {
         self.pool.idle()
     }
 
+    /// A per-attempt stream parser for `source`: in an instance shared with other streams of
+    /// this component, or, with `PGW_PLUGIN_STREAMS_PER_INSTANCE=1`, in an instance of its
+    /// own checked out of the pool until the parser is dropped (see `stream_parser.rs`).
+    ///
+    /// Errors: [`PluginError::Fault`] when the constructor (or an instantiation) faulted.
+    pub fn stream_parser(
+        self: &Arc<Self>,
+        source: &SourceInfo,
+    ) -> Result<StreamParser, PluginError> {
+        StreamParser::new(self, None, source)
+    }
+
     /// Instances that stream parsers share, alive right now (for `/healthz` and tests).
     pub fn stream_parser_instances(&self) -> usize {
         self.parsers.instances()
@@ -388,6 +400,7 @@ impl ProviderInstance {
     ///
     /// Errors: [`PluginError::Fault`] when the constructor faulted.
     pub fn into_stream_parser(self, source: &SourceInfo) -> Result<StreamParser, PluginError> {
-        StreamParser::new(self, source)
+        let component = self.component.clone();
+        StreamParser::new(&component, Some(self), source)
     }
 }

@@ -219,18 +219,24 @@ enum Place {
 }
 
 impl StreamParser {
-    /// A parser for one streamed attempt to `source`, in a shared instance when the
-    /// component's parsers share (`instance` then goes back to the pool at once), else in
-    /// `instance`.
+    /// A parser for one streamed attempt to `source`: in a shared instance when the
+    /// component's parsers share, else in an instance of its own — `instance` if given (the
+    /// caller's checked-out one; it goes back to the pool at once when the parser shares),
+    /// else one from the pool.
     ///
-    /// Errors: [`PluginError::Fault`] when the constructor (or a new shared instance's
+    /// Errors: [`PluginError::Fault`] when the constructor (or a new instance's
     /// instantiation) failed.
     pub(crate) fn new(
-        instance: ProviderInstance,
+        component: &Arc<ProviderComponent>,
+        instance: Option<ProviderInstance>,
         source: &SourceInfo,
     ) -> Result<Self, PluginError> {
-        let component = instance.component().clone();
+        let component = component.clone();
         let Some(member) = component.parsers().join() else {
+            let instance = match instance {
+                Some(i) => i,
+                None => component.instance()?,
+            };
             return Self::own(component, instance, source);
         };
         drop(instance);

@@ -120,7 +120,6 @@ impl BatchOp<'_> {
     ) -> Result<BatchOutput, AttemptFailure> {
         let taken = &self.pending[..self.take(source)];
         let deadline = tokio::time::Instant::now() + source.settings.timeouts.total;
-        let mut instance = source.component.instance()?;
         let inputs = match self.input {
             EmbeddingInput::Texts(t) => {
                 EmbeddingInputs::Texts(taken.iter().filter_map(|&i| t.get(i).cloned()).collect())
@@ -133,7 +132,12 @@ impl BatchOp<'_> {
             inputs,
             dimensions: self.dimensions,
         };
-        let http = match instance.build_embedding_request(&req, &source.info)? {
+        // Instances are checked out per guest call, never held while the upstream answers.
+        let built = source
+            .component
+            .instance()?
+            .build_embedding_request(&req, &source.info)?;
+        let http = match built {
             Ok(h) => h,
             Err(BuildError::InvalidRequest(m)) => return Err(AttemptFailure::BuildInvalid(m)),
             Err(BuildError::Unsupported(m)) => {
@@ -155,10 +159,12 @@ impl BatchOp<'_> {
         );
         let mut resp = sent(source, f, tokio::time::timeout_at(deadline, send).await)?;
         if !(200..300).contains(&resp.status) {
-            return Err(classify_status(source, &mut instance, resp, deadline).await);
+            return Err(classify_status(source, resp, deadline).await);
         }
         let body = read_body(source, &mut resp, body_cap(source), deadline).await?;
-        let parsed = instance
+        let parsed = source
+            .component
+            .instance()?
             .parse_embedding_response(&body)?
             .map_err(classified)?;
         if parsed.vectors.len() != taken.len() {

@@ -85,7 +85,7 @@ async fn upload(
         .send_multipart(source.settings.trust_env, &url, headers, form);
     let mut resp = sent(source, f, tokio::time::timeout_at(deadline, send).await)?;
     if !(200..300).contains(&resp.status) {
-        return Err(classify_status(source, &mut instance, resp, deadline).await);
+        return Err(classify_status(source, resp, deadline).await);
     }
     let body = read_body(
         source,
