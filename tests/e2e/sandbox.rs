@@ -178,7 +178,8 @@ async fn a_provider_trapping_every_tenth_call_costs_exactly_those_calls() {
     }
     let faults_so_far = |h: &Value| source(h, "LLM")["plugin_faults"].as_u64().unwrap();
 
-    // Warm up: the pool grows to about 200 instances.
+    // Warm up: the pool grows to as many instances as calls run their guest code at once
+    // (an instance is checked out per guest call, not for the whole call).
     let (ok, faults) = round(&client, &gw).await;
     assert_eq!(ok + faults, CONCURRENT);
     let warm_faults = faults_so_far(&gw.health().await);

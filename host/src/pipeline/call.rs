@@ -8,6 +8,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures_util::FutureExt as _;
+use futures_util::future::Either;
 use tracing::Instrument;
 
 use crate::error::GatewayError;
@@ -126,16 +128,18 @@ impl<N: Layer> Layer for Deadline<N> {
     ) -> impl Future<Output = Result<ChatResponse, GatewayError>> + Send + 'a {
         let deadline = req.call_deadline.or(scope.settings.call_deadline);
         let inside = self.0.serve(inner, scope, req, st, sink);
-        async move {
-            match deadline {
-                Some(d) => match tokio::time::timeout(d, inside).await {
-                    Ok(r) => r,
-                    Err(_) => Err(GatewayError::DeadlineExceeded {
-                        deadline_s: d.as_secs_f64(),
-                    }),
-                },
-                None => inside.await,
-            }
+        // Combinators, not an `async` block: a block that owns `inside` and then awaits it
+        // (or a `Timeout` around it) keeps two slots of the inner future's size, one for the
+        // captured value and one for the awaited one — 11.4 KiB of the call's 23.9 KiB
+        // future (`-Zprint-type-sizes`). `Either` holds the inner future once.
+        match deadline {
+            Some(d) => Either::Left(tokio::time::timeout(d, inside).map(move |r| match r {
+                Ok(answer) => answer,
+                Err(_elapsed) => Err(GatewayError::DeadlineExceeded {
+                    deadline_s: d.as_secs_f64(),
+                }),
+            })),
+            None => Either::Right(inside),
         }
     }
 }
