@@ -259,3 +259,90 @@ fn parsers_on_one_instance_parse_from_many_threads() {
         "8 threads fit one instance of 8"
     );
 }
+
+/// A parser of a discarded instance never touches the instance that replaced it: its calls
+/// fail with the eviction message and its drop does not drop a resource of the new instance
+/// (a resource handle is an index into its instance's table, so a stale one could name a
+/// fresh parser's).
+#[test]
+fn a_stale_parser_never_reaches_the_replacement_instance() {
+    let shared = component(4, 4 << 20, FirstParty::OpenAi);
+    let mut a = parser(&shared);
+    let b = parser(&shared);
+    let mut d = parser(&shared);
+    assert_eq!(shared.stream_parser_instances(), 1);
+    assert!(a.parse(&[oversized()]).is_err());
+    assert_eq!(shared.stream_parser_instances(), 0);
+    drop(a);
+    // Two fresh parsers join the same host (room for two more): its instance is made anew,
+    // and their resources get the first handles of the new instance's table.
+    let mut fresh: Vec<StreamParser> = (0..2).map(|_| parser(&shared)).collect();
+    assert_eq!(
+        shared.stream_parser_instances(),
+        1,
+        "the host's instance made anew"
+    );
+    assert_eq!(
+        shared.shared_stream_parsers(),
+        4,
+        "b, d and the two fresh ones"
+    );
+    // `b` is dropped without another call: its drop must not reach the new instance.
+    drop(b);
+    // `d`'s call fails, naming why, and does not reach it either.
+    assert_eq!(
+        d.parse(&[chunk("d")]).unwrap_err().to_string(),
+        "plugin openai faulted in stream-parser.parse: the instance this stream's parser shared was discarded after a fault in another stream's call (PGW_PLUGIN_STREAMS_PER_INSTANCE=4 parsers share an instance; 1 isolates every stream)"
+    );
+    drop(d);
+    for (i, p) in fresh.iter_mut().enumerate() {
+        let text = format!("fresh {i}");
+        assert_eq!(answer(p, &[chunk(&text)]), vec![json!({"content": text})]);
+        assert!(p.finish().unwrap().is_empty());
+    }
+    drop(fresh);
+    assert_eq!(shared.shared_stream_parsers(), 0);
+    assert_eq!(shared.stream_parser_instances(), 1);
+    assert_eq!(shared.faults(), 1);
+}
+
+/// Streams on a multi-threaded runtime contending for one shared instance while another
+/// stream's call runs long (a 3 MiB event): the waiters spin, then wait off the runtime's
+/// workers, and every stream gets exactly its own answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn contended_parsers_on_a_runtime_each_get_their_own_answer() {
+    let shared = component(16, 64 << 20, FirstParty::OpenAi);
+    let big = "y".repeat(3 << 20);
+    let mut tasks = Vec::new();
+    for t in 0..8usize {
+        let shared = shared.clone();
+        let big = big.clone();
+        tasks.push(tokio::spawn(async move {
+            for round in 0..20usize {
+                let mut p = parser(&shared);
+                let text = if t == 0 && round % 5 == 0 {
+                    big.clone()
+                } else {
+                    format!("stream {t} round {round}")
+                };
+                let got = answer(&mut p, &[chunk(&text)]);
+                assert_eq!(
+                    got,
+                    vec![json!({"content": text})],
+                    "task {t} round {round}"
+                );
+                tokio::task::yield_now().await;
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    assert_eq!(shared.faults(), 0);
+    assert_eq!(shared.shared_stream_parsers(), 0);
+    assert_eq!(
+        shared.stream_parser_instances(),
+        1,
+        "8 streams fit one instance of 16"
+    );
+}

@@ -111,7 +111,7 @@ impl ParserHosts {
         grown.extend(hosts.iter().cloned());
         grown.push(host.clone());
         self.hosts.store(Arc::new(grown));
-        Some(Member(host))
+        Some(Member::new(host))
     }
 
     fn join_existing(&self, hosts: &[Arc<Host>]) -> Option<Member> {
@@ -129,15 +129,21 @@ impl ParserHosts {
                     })
                     .is_ok()
             })
-            .map(|h| Member(h.clone()))
+            .map(|h| Member::new(h.clone()))
     }
 
-    /// Shared instances alive right now (for `/healthz` and tests).
+    /// Shared instances alive right now (for `/healthz` and tests). Never waits for a guest
+    /// call: a host whose lock is held is running one, so it has an instance (or is making
+    /// its first).
     pub(crate) fn instances(&self) -> usize {
         self.hosts
             .load()
             .iter()
-            .filter(|h| h.lock().warm.is_some())
+            .filter(|h| match h.slot.try_lock() {
+                Ok(slot) => slot.warm.is_some(),
+                Err(TryLockError::WouldBlock) => true,
+                Err(TryLockError::Poisoned(p)) => p.into_inner().warm.is_some(),
+            })
             .count()
     }
 
@@ -193,12 +199,24 @@ impl Slot {
     }
 }
 
-/// A parser's place in a host; leaving (drop) frees it.
-struct Member(Arc<Host>);
+/// A parser's place in a host; leaving (or dropping it) frees the place once.
+struct Member(Arc<Host>, bool);
+
+impl Member {
+    fn new(host: Arc<Host>) -> Self {
+        Self(host, true)
+    }
+
+    /// Leave the host; true when this was its last member. Called with the host's slot
+    /// locked, so two parsers leaving together cannot both miss being the last.
+    fn leave(&mut self) -> bool {
+        std::mem::take(&mut self.1) && self.0.members.fetch_sub(1, Ordering::AcqRel) == 1
+    }
+}
 
 impl Drop for Member {
     fn drop(&mut self) {
-        self.0.members.fetch_sub(1, Ordering::AcqRel);
+        self.leave();
     }
 }
 
@@ -393,9 +411,11 @@ impl Drop for StreamParser {
                 });
             }
             Place::Shared { member, generation } => {
-                let host = &member.0;
+                let host = member.0.clone();
                 let mut slot = host.lock();
                 if slot.generation != *generation {
+                    // A resource of a discarded instance: nothing to drop in the guest.
+                    member.leave();
                     return;
                 }
                 let _ = shared_call(
@@ -407,7 +427,7 @@ impl Drop for StreamParser {
                 );
                 // The last parser out retires an instance that grew large (a huge event),
                 // as the pool does with the instances it gets back.
-                let last = host.members.load(Ordering::Acquire) == 1;
+                let last = member.leave();
                 if last
                     && slot
                         .warm
