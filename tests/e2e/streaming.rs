@@ -182,19 +182,33 @@ async fn chunks_before_an_upstream_stall_reach_the_client() {
     .await;
     let gw = gateway(source(&m, "openai", 1, "pause", "gpt-x")).await;
     let mut stream = Box::pin(open_stream(&gw, &chat_body(true)).await);
-    let mut got = String::new();
     // A generous bound: the two chunks come in milliseconds; a gateway that held them for
     // more would hold them until the stall ends, which it never does here.
-    tokio::time::timeout(std::time::Duration::from_secs(20), async {
-        while !got.contains(r#"{"content":"b "}"#) {
+    let got = read_until(&mut stream, r#"{"content":"b "}"#)
+        .await
+        .unwrap_or_else(|got| panic!("the chunks sent before the stall did not arrive: {got:?}"));
+    assert_eq!(sse_contents(&got), ["", "a ", "b "], "{got}");
+    assert!(!got.contains("[DONE]"), "{got}");
+}
+
+/// Read `stream` until its text holds `needle`, for 20 s at most: the text read, or
+/// `Err` with what came before the time ran out.
+async fn read_until(
+    stream: &mut (impl futures_util::Stream<Item = reqwest::Result<bytes::Bytes>> + Unpin),
+    needle: &str,
+) -> Result<String, String> {
+    let mut got = String::new();
+    let read = tokio::time::timeout(std::time::Duration::from_secs(20), async {
+        while !got.contains(needle) {
             let bytes = stream.next().await.unwrap().unwrap();
             got.push_str(std::str::from_utf8(&bytes).unwrap());
         }
     })
-    .await
-    .unwrap_or_else(|_| panic!("the chunks sent before the stall did not arrive: {got:?}"));
-    assert_eq!(sse_contents(&got), ["", "a ", "b "], "{got}");
-    assert!(!got.contains("[DONE]"), "{got}");
+    .await;
+    match read {
+        Ok(()) => Ok(got),
+        Err(_) => Err(got),
+    }
 }
 
 /// The source's entry of `/healthz`: (parsers in shared instances, shared instances).
@@ -231,15 +245,9 @@ async fn open_streams_share_parser_instances_as_configured() {
         let mut streams = Vec::new();
         for _ in 0..5 {
             let mut stream = Box::pin(open_stream(&gw, &chat_body(true)).await);
-            let mut got = String::new();
-            tokio::time::timeout(std::time::Duration::from_secs(20), async {
-                while !got.contains(r#"{"content":"b "}"#) {
-                    let bytes = stream.next().await.unwrap().unwrap();
-                    got.push_str(std::str::from_utf8(&bytes).unwrap());
-                }
-            })
-            .await
-            .unwrap_or_else(|_| panic!("no chunks: {got:?}"));
+            read_until(&mut stream, r#"{"content":"b "}"#)
+                .await
+                .unwrap_or_else(|got| panic!("no chunks: {got:?}"));
             streams.push(stream);
         }
         assert_eq!(

@@ -127,19 +127,28 @@ impl<N: Layer> Layer for Deadline<N> {
         sink: &'a mut Sink,
     ) -> impl Future<Output = Result<ChatResponse, GatewayError>> + Send + 'a {
         let deadline = req.call_deadline.or(scope.settings.call_deadline);
-        let inside = self.0.serve(inner, scope, req, st, sink);
-        // Combinators, not an `async` block: a block that owns `inside` and then awaits it
-        // (or a `Timeout` around it) keeps two slots of the inner future's size, one for the
-        // captured value and one for the awaited one — 11.4 KiB of the call's 23.9 KiB
-        // future (`-Zprint-type-sizes`). `Either` holds the inner future once.
-        match deadline {
-            Some(d) => Either::Left(tokio::time::timeout(d, inside).map(move |r| match r {
-                Ok(answer) => answer,
-                Err(_elapsed) => Err(GatewayError::DeadlineExceeded {
-                    deadline_s: d.as_secs_f64(),
-                }),
-            })),
-            None => Either::Right(inside),
-        }
+        with_deadline(deadline, self.0.serve(inner, scope, req, st, sink))
+    }
+}
+
+/// Run `fut` under the call's deadline (the request's, else the scope's): expiry is 504
+/// `deadline_exceeded`, and dropping `fut` cancels whatever it was doing. Chat calls (the
+/// [`Deadline`] layer) and the lean calls (embeddings, OCR) all go through it.
+///
+/// Combinators, not an `async fn`: one that takes `fut` and awaits it (or a `Timeout` around
+/// it) keeps two slots of its size, the argument and the awaited value — 11.4 KiB of the chat
+/// call's 23.9 KiB future (`-Zprint-type-sizes`). `Either` holds it once.
+pub(crate) fn with_deadline<T>(
+    deadline: Option<Duration>,
+    fut: impl Future<Output = Result<T, GatewayError>>,
+) -> impl Future<Output = Result<T, GatewayError>> {
+    match deadline {
+        Some(d) => Either::Left(tokio::time::timeout(d, fut).map(move |r| match r {
+            Ok(answer) => answer,
+            Err(_elapsed) => Err(GatewayError::DeadlineExceeded {
+                deadline_s: d.as_secs_f64(),
+            }),
+        })),
+        None => Either::Right(fut),
     }
 }

@@ -23,7 +23,8 @@ use crate::telemetry::otel::{CallEnd, CallSpan, CallStart, GenAiOperation};
 use crate::telemetry::{UsageSource, cap_text};
 
 use super::admission::deadline_at;
-use super::lean::call::{LeanCall, scope_of, with_deadline};
+use super::call::with_deadline;
+use super::lean::call::{LeanCall, scope_of};
 use super::lean::{self, LeanState};
 use super::options::CallOptions;
 use super::request::CacheMode;

@@ -155,24 +155,3 @@ pub(crate) fn scope_of<'a>(
             known: inner.known_aliases(),
         })
 }
-
-/// Run `fut` under the call's deadline (the request's, else the scope's): expiry is 504
-/// `deadline_exceeded`, and dropping `fut` cancels whatever it was doing.
-pub(crate) fn with_deadline<T>(
-    deadline: Option<Duration>,
-    fut: impl std::future::Future<Output = Result<T, GatewayError>>,
-) -> impl std::future::Future<Output = Result<T, GatewayError>> {
-    use futures_util::FutureExt as _;
-    use futures_util::future::Either;
-    // Combinators, not an `async fn`: one that takes `fut` and awaits it keeps two slots of
-    // its size (the argument and the awaited value); `Either` holds it once.
-    match deadline {
-        Some(d) => Either::Left(tokio::time::timeout(d, fut).map(move |r| match r {
-            Ok(answer) => answer,
-            Err(_elapsed) => Err(GatewayError::DeadlineExceeded {
-                deadline_s: d.as_secs_f64(),
-            }),
-        })),
-        None => Either::Right(fut),
-    }
-}

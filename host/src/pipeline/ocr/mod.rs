@@ -23,7 +23,8 @@ use crate::error::GatewayError;
 use crate::telemetry::UsageSource;
 
 use super::admission::deadline_at;
-use super::lean::call::{LeanCall, scope_of, with_deadline};
+use super::call::with_deadline;
+use super::lean::call::{LeanCall, scope_of};
 use super::lean::{self, LeanOp, LeanState};
 use super::runtime::Inner;
 use op::{LayoutOp, TextOp, Upload, layout_summary};
