@@ -61,12 +61,8 @@ pub(crate) async fn run_call(
     // One reading of the clock: the id's time and `created` are the same instant.
     let now = scope.clock.unix_ms();
     let mut st = CallState::new(scope.entropy.uuid_v7(now).to_string(), now);
-    // The stack's future lives on the heap: it is 12.4 KiB (every layer's state nested
-    // inline; 23.9 KiB before the deadline layer stopped holding its inner future twice,
-    // see `call.rs`), and a Rust move is a copy of the whole value, so the futures around it —
-    // this one, `Gateway::chat`, the proxy's handler, axum's handler service — copied it
-    // again as they were built and moved (2.1 % of a non-streamed call's CPU samples were
-    // `memcpy` called from the handler frames alone; README, "Benchmark"). Boxed here, each
-    // of them holds a pointer, and the one copy left is the one into the box.
-    Box::pin(chat_stack().serve(&inner, scope, &req, &mut st, sink)).await
+    // The stack's big future, everything under the telemetry layer, is boxed by that layer
+    // (`call.rs`): what is built here and in the futures around it (`Gateway::chat`, the
+    // proxy's handler, axum's handler service) holds a pointer to it.
+    chat_stack().serve(&inner, scope, &req, &mut st, sink).await
 }

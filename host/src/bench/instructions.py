@@ -1,0 +1,174 @@
+#!/usr/bin/env python3
+"""Instructions per non-streamed call of the gateway, by component, under callgrind.
+
+Usage (README, "Benchmark"):
+
+    python3 host/src/bench/instructions.py target/release/polygateway [--requests 3000]
+
+Starts the binary's mock upstream and `serve` (the default configuration `polygateway bench`
+measures: SQLite telemetry, the memory limiter with every gate on, the breaker, a static
+key) under `valgrind --tool=callgrind` with instrumentation off, warms the gateway up with
+500 calls, then counts the instructions (`Ir`) of `--requests` calls made by four keep-alive
+clients, and prints them per call, split by component (the symbol's crate or file; guest
+code compiled by wasmtime has no symbol and is counted as `guest (JIT)`).
+
+Unlike CPU time, an instruction count is the same run after run whatever else the machine
+is doing, so a change of a few percent shows; it counts user space only (no syscall, no
+network stack, no scheduling) and every instruction alike (a `rep movsb` copy counts one per
+byte). Needs valgrind (Debian's package).
+"""
+
+import argparse
+import collections
+import http.client
+import os
+import re
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+# First match wins: (component, what the `file:function` line must contain).
+RULES = [
+    ("guest (JIT)", r"^\?\?\?"),
+    ("SQLite (telemetry writer)", r"sqlite3|rusqlite"),
+    ("memcpy / memset", r"__memcpy|__memmove|__memset"),
+    ("allocator (jemalloc)", r"jemalloc|_rjem|__rust_alloc|__rust_dealloc|__rust_realloc"),
+    ("JSON (serde_json)", r"serde_json|serde_core|/serde-"),
+    ("HTTP (hyper, http, httparse, bytes)", r"hyper|httparse|/http-|http::|/bytes-"),
+    ("wasm host side (wasmtime)", r"wasmtime|cranelift"),
+    ("tokio", r"tokio|/mio-"),
+    ("axum, tower", r"axum|tower"),
+    ("metrics, hashing", r"prometheus|sip\.rs|hash"),
+    ("polygateway", r"polygateway|host/src/"),
+    ("libc", r"libc|ld-linux|nptl"),
+    ("std / core", r"rustc/"),
+]
+
+BODY = b'{"model":"llm","messages":[{"role":"user","content":"benchmark question"}]}'
+KEY = "sk-instructions"
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_ready(port, proc, seconds):
+    end = time.time() + seconds
+    while time.time() < end:
+        if proc.poll() is not None:
+            return False
+        try:
+            c = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+            c.request("GET", "/healthz")
+            if c.getresponse().status == 200:
+                return True
+        except OSError:
+            time.sleep(0.5)
+    return False
+
+
+def load(port, calls, clients=4):
+    """Make `calls` calls over `clients` keep-alive connections; return how many got 200."""
+    ok = [0] * clients
+
+    def run(i, n):
+        c = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+        headers = {"content-type": "application/json", "authorization": f"Bearer {KEY}"}
+        for _ in range(n):
+            c.request("POST", "/v1/chat/completions", BODY, headers)
+            r = c.getresponse()
+            r.read()
+            ok[i] += r.status == 200
+
+    per = [calls // clients + (i < calls % clients) for i in range(clients)]
+    threads = [threading.Thread(target=run, args=(i, n)) for i, n in enumerate(per)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return sum(ok)
+
+
+def by_component(out_file):
+    text = subprocess.run(
+        ["callgrind_annotate", "--threshold=100", out_file],
+        check=True, capture_output=True, text=True,
+    ).stdout
+    total, parts, listing = 0, collections.Counter(), False
+    for line in text.splitlines():
+        if "PROGRAM TOTALS" in line:
+            total = int(line.split()[0].replace(",", ""))
+        if "file:function" in line:
+            listing = True
+            continue
+        if listing and line.startswith("---"):
+            if parts:
+                break
+            continue
+        m = re.match(r"\s*([\d,]+) \(\s*[\d.]+%\)\s+(.*)$", line)
+        if listing and m:
+            n, name = int(m.group(1).replace(",", "")), m.group(2)
+            parts[next((c for c, p in RULES if re.search(p, name)), "other")] += n
+    return total, parts
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("binary")
+    ap.add_argument("--requests", type=int, default=3000)
+    args = ap.parse_args()
+    exe = os.path.abspath(args.binary)
+    work = tempfile.mkdtemp(prefix="pgw-instructions-")
+    up, gw = free_port(), free_port()
+    upstream = subprocess.Popen(
+        [exe, "mock-upstream", "--listen", f"127.0.0.1:{up}"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    env = {
+        "PATH": os.environ.get("PATH", ""), "HOME": os.environ.get("HOME", ""),
+        "LLM__OPENAI__1__BASE_URL": f"http://127.0.0.1:{up}/v1",
+        "LLM__OPENAI__1__MODEL": "bench-model", "LLM__OPENAI__1__API_KEY": "sk-upstream",
+        "LLM__OPENAI__1__MAX_CONCURRENCY": "100000", "LLM__OPENAI__1__RPM": "1000000000",
+        "LLM__OPENAI__1__TPM": "1000000000000", "LLM__OPENAI__1__EST_TOKENS": "64",
+        "LLM__GLOBAL__MAX_CONCURRENCY": "100000", "PGW_API_KEYS": KEY,
+        "PGW_LISTEN": f"127.0.0.1:{gw}", "PGW_LOG": "warn",
+        "PGW_TELEMETRY_SQLITE_PATH": os.path.join(work, "calls.db"),
+    }
+    out_file = os.path.join(work, "callgrind.out")
+    log = open(os.path.join(work, "serve.log"), "w")
+    gateway = subprocess.Popen(
+        ["valgrind", "--tool=callgrind", "--instr-atstart=no", "--dump-instr=no",
+         f"--callgrind-out-file={out_file}", exe, "serve"],
+        env=env, cwd=work, stdout=log, stderr=log,
+    )
+    try:
+        if not wait_ready(gw, gateway, 300):
+            sys.exit(f"the gateway did not start under valgrind; see {log.name}")
+        load(gw, 500)
+        subprocess.run(["callgrind_control", "-i", "on", str(gateway.pid)], check=True,
+                       capture_output=True)
+        answered = load(gw, args.requests)
+        subprocess.run(["callgrind_control", "-i", "off", str(gateway.pid)], check=True,
+                       capture_output=True)
+    finally:
+        gateway.terminate()
+        gateway.wait()
+        upstream.terminate()
+    if answered != args.requests:
+        sys.exit(f"only {answered} of {args.requests} calls were answered; see {log.name}")
+    total, parts = by_component(out_file)
+    n = args.requests
+    print(f"{total / n:,.0f} instructions per non-streamed call ({n} calls; {out_file})")
+    print("| component | instructions per call | share |")
+    print("|---|---|---|")
+    for c, v in parts.most_common():
+        print(f"| {c} | {v / n:,.0f} | {100 * v / total:.1f} % |")
+
+
+if __name__ == "__main__":
+    main()
