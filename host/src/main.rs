@@ -27,7 +27,9 @@ static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 /// load was 78.7–86.2 MiB (mean 81.6, four full runs) with the 10 s decay and 76.5–80.8 MiB
 /// (mean 78.4, four runs) with 1 s — the ~77 MiB the paced load reaches alone is its own
 /// (README, "Benchmark"). Purging sooner costs `madvise` calls; CPU per request in the same
-/// runs stayed within their run-to-run noise.
+/// runs stayed within their run-to-run noise. jemalloc purges as its arenas allocate and
+/// free (there is no `background_thread`), so a process that goes idle right after a burst
+/// keeps that heap until it next serves a call.
 ///
 /// jemalloc reads the symbol before `main` runs: it must be a thin pointer to a
 /// NUL-terminated string, under the prefixed name that tikv-jemalloc-sys builds jemalloc
@@ -48,7 +50,7 @@ mod tests {
     /// jemalloc took the compiled-in options: the symbol's name and shape are right (a wrong
     /// name or a fat pointer would leave jemalloc on its defaults: `disabled`).
     #[test]
-    #[allow(unsafe_code)] // reading a string mallctl has no safe wrapper in tikv-jemalloc-ctl
+    #[allow(unsafe_code)] // these two mallctl options have no safe wrapper in tikv-jemalloc-ctl
     fn jemalloc_runs_with_one_arena_per_cpu_and_a_one_second_decay() {
         // (`_RJEM_MALLOC_CONF` in the test run's environment would override the compiled-in
         // options and fail this check, as it should: the options are not the binary's then.)

@@ -88,10 +88,11 @@ async fn recorded<N: Layer>(
     // ~12 KiB (every inner layer's state nested inline), and a Rust move is a copy of the
     // whole value. Built by value, it was copied four times per call — as this future's
     // state was written, into `Instrumented`, into the awaiting slot, and into the box
-    // `run_call` made — 14 % of the instructions of a non-streamed call
-    // (`host/src/bench/instructions.py`: 323.5k → 272.2k per call with the change below;
-    // README, "Benchmark"). Built in place, it is never copied, and what wraps it moves a
-    // pointer.
+    // `run_call` made: `memcpy` was 63.4k of the 324.9k instructions of a non-streamed call,
+    // 16.6k after (`host/src/bench/instructions.py`; README, "Benchmark"). Rust has no
+    // placement: in an optimised build the compiler builds it in the allocation (a debug
+    // build still copies it once, and a compiler upgrade could bring the copy back, which
+    // that tool's `memcpy` line shows). What wraps it moves a pointer.
     let result = boxed_in_place(|| next.serve(inner, scope, req, st, sink))
         .instrument(span)
         .await;
@@ -119,10 +120,10 @@ async fn recorded<N: Layer>(
     result
 }
 
-/// The future `make` returns, built in a heap allocation made first. `Box::pin(make())`
+/// The future `make` returns, in a heap allocation made before `make` runs. `Box::pin(make())`
 /// builds it on the stack and copies it into the box — the whole size of the type, though a
 /// future that has not started holds little more than its arguments; allocating first lets
-/// the compiler build it where it will stay.
+/// an optimised build construct it where it will stay.
 fn boxed_in_place<F: Future>(make: impl FnOnce() -> F) -> std::pin::Pin<Box<F>> {
     let slot = Box::<F>::new_uninit();
     Box::into_pin(Box::write(slot, make()))
