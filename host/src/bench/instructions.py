@@ -35,8 +35,8 @@ import http.client
 import os
 import re
 import socket
-import subprocess
 import shutil
+import subprocess
 import sys
 import tempfile
 import threading
@@ -147,6 +147,8 @@ def measure(exe, requests):
         [exe, "mock-upstream", "--listen", f"127.0.0.1:{up}"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )
+    # The gateway's configuration is `gateway_env(.., governance: true)` of `bench/mod.rs`
+    # (what `polygateway bench` calls the default configuration); keep the two alike.
     env = {
         "PATH": os.environ.get("PATH", ""), "HOME": os.environ.get("HOME", ""),
         "LLM__OPENAI__1__BASE_URL": f"http://127.0.0.1:{up}/v1",

@@ -393,6 +393,8 @@ fn keyed_env(upstream: &str, prices: &std::path::Path) -> Vec<(String, String)> 
     env
 }
 
+/// The gateway's environment under test. `bench/instructions.py` (instruction counts under
+/// callgrind) starts `serve` with the same variables as `governance: true`; keep them alike.
 fn gateway_env(upstream: &str, governance: bool) -> Vec<(String, String)> {
     let mut env = vec![
         ("LLM__OPENAI__1__BASE_URL".into(), format!("{upstream}/v1")),
