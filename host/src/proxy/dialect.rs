@@ -19,7 +19,7 @@ use bytes::Bytes;
 use futures_util::StreamExt;
 
 use super::AppState;
-use super::call_headers::{call_options, header_str, set, trace_parent};
+use super::call_headers::{call_options, header_str, names, set, trace_parent};
 use crate::error::GatewayError;
 use crate::keys::Principal;
 use crate::pipeline::{CallEvent, ChatRequest, ChatResponse, StreamStart};
@@ -27,6 +27,10 @@ use crate::plugin::Delta;
 
 /// Most call events coalesced into one body frame (one write to the client).
 const EVENTS_PER_FRAME: usize = 64;
+/// Headers an answer carries: content type, the six `x-pgw-*` of the call, the request id,
+/// a budget warning or two.
+const RESPONSE_HEADERS: usize = 12;
+
 /// Bytes reserved per coalesced event: a chunk head with a short delta fits.
 const FRAME_BYTES_HINT: usize = 192;
 
@@ -177,16 +181,19 @@ pub(crate) async fn serve<D: Dialect>(
         return match state.gateway.chat(req).await {
             Ok(r) => {
                 let mut resp = Response::new(Body::from(D::whole(&r, &echo)));
+                // Room for every header set here and by the layers above (request id), so
+                // the map is allocated once instead of grown.
+                resp.headers_mut().reserve(RESPONSE_HEADERS);
                 resp.headers_mut().insert(
                     axum::http::header::CONTENT_TYPE,
                     HeaderValue::from_static("application/json"),
                 );
-                set(&mut resp, "x-pgw-call-id", &r.call_id);
-                set(&mut resp, "x-pgw-source", &r.source_name);
-                set(&mut resp, "x-pgw-attempts", r.attempts);
-                set(&mut resp, "x-pgw-cache-hit", r.cache_hit);
-                set(&mut resp, "x-pgw-usage-source", r.usage_source.as_str());
-                set(&mut resp, "x-pgw-overhead-us", r.overhead_us);
+                set(&mut resp, names::CALL_ID, &r.call_id);
+                set(&mut resp, names::SOURCE, &r.source_name);
+                set(&mut resp, names::ATTEMPTS, r.attempts);
+                set(&mut resp, names::CACHE_HIT, r.cache_hit);
+                set(&mut resp, names::USAGE_SOURCE, r.usage_source.as_str());
+                set(&mut resp, names::OVERHEAD_US, r.overhead_us);
                 set_budget_warnings(&mut resp, &r.budget_warnings);
                 resp
             }
@@ -248,14 +255,19 @@ pub(crate) async fn serve<D: Dialect>(
         }
     };
     let mut resp = Response::new(Body::from_stream(body));
+    resp.headers_mut().reserve(RESPONSE_HEADERS);
     *resp.status_mut() = StatusCode::OK;
-    set(&mut resp, "content-type", "text/event-stream");
-    set(&mut resp, "cache-control", "no-cache");
-    set(&mut resp, "x-pgw-call-id", &start.call_id);
-    set(&mut resp, "x-pgw-source", &start.source_name);
-    set(&mut resp, "x-pgw-attempts", start.attempts);
-    set(&mut resp, "x-pgw-cache-hit", start.cache_hit);
-    set(&mut resp, "x-pgw-overhead-us", start.overhead_us);
+    set(
+        &mut resp,
+        axum::http::header::CONTENT_TYPE,
+        "text/event-stream",
+    );
+    set(&mut resp, axum::http::header::CACHE_CONTROL, "no-cache");
+    set(&mut resp, names::CALL_ID, &start.call_id);
+    set(&mut resp, names::SOURCE, &start.source_name);
+    set(&mut resp, names::ATTEMPTS, start.attempts);
+    set(&mut resp, names::CACHE_HIT, start.cache_hit);
+    set(&mut resp, names::OVERHEAD_US, start.overhead_us);
     set_budget_warnings(&mut resp, &start.budget_warnings);
     resp
 }
@@ -264,7 +276,7 @@ pub(crate) async fn serve<D: Dialect>(
 fn set_budget_warnings(resp: &mut Response, warnings: &[String]) {
     for w in warnings {
         if let Ok(v) = HeaderValue::try_from(w.as_str()) {
-            resp.headers_mut().append("x-pgw-budget-warning", v);
+            resp.headers_mut().append(names::BUDGET_WARNING, v);
         }
     }
 }

@@ -16,7 +16,7 @@ use serde::de::{self, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::{Value, json};
 
 use super::AppState;
-use super::call_headers::{call_options, set, trace_parent};
+use super::call_headers::{call_options, names, set, trace_parent};
 use super::errors::{error_response, plain_error};
 use crate::error::GatewayError;
 use crate::pipeline::{EmbeddingInput, EmbeddingRequest, EmbeddingResponse};
@@ -408,14 +408,14 @@ pub(crate) async fn embeddings(
     match state.gateway.embed(req).await {
         Ok(r) => {
             let mut resp = axum::Json(answer_json(&model, &r, encoding)).into_response();
-            set(&mut resp, "x-pgw-call-id", &r.call_id);
-            set(&mut resp, "x-pgw-attempts", r.attempts);
-            set(&mut resp, "x-pgw-upstream-batches", r.upstream_batches);
-            set(&mut resp, "x-pgw-cached-inputs", r.cached_inputs);
-            set(&mut resp, "x-pgw-usage-source", r.usage_source.as_str());
-            set(&mut resp, "x-pgw-cache-hit", r.upstream_batches == 0);
+            set(&mut resp, names::CALL_ID, &r.call_id);
+            set(&mut resp, names::ATTEMPTS, r.attempts);
+            set(&mut resp, names::UPSTREAM_BATCHES, r.upstream_batches);
+            set(&mut resp, names::CACHED_INPUTS, r.cached_inputs);
+            set(&mut resp, names::USAGE_SOURCE, r.usage_source.as_str());
+            set(&mut resp, names::CACHE_HIT, r.upstream_batches == 0);
             if let Some(s) = &r.source_name {
-                set(&mut resp, "x-pgw-source", s);
+                set(&mut resp, names::SOURCE, s);
             }
             resp
         }

@@ -18,7 +18,7 @@ use serde_json::{Value, json};
 use tokio::time::Instant;
 
 use super::AppState;
-use super::call_headers::{call_options, set};
+use super::call_headers::{call_options, names, set};
 use super::errors::{error_response, plain_error};
 use crate::error::GatewayError;
 use crate::pipeline::{Gateway, OcrHealth, OcrRequest, OcrUsage};
@@ -98,11 +98,11 @@ fn usage_json(u: &OcrUsage) -> Value {
 
 fn answer(body: Value, call_id: &str, source: &str, attempts: u32) -> Response {
     let mut resp = axum::Json(body).into_response();
-    set(&mut resp, "x-pgw-call-id", call_id);
-    set(&mut resp, "x-pgw-source", source);
-    set(&mut resp, "x-pgw-attempts", attempts);
+    set(&mut resp, names::CALL_ID, call_id);
+    set(&mut resp, names::SOURCE, source);
+    set(&mut resp, names::ATTEMPTS, attempts);
     // OCR usage is measured: zero tokens is a fact, not unknown.
-    set(&mut resp, "x-pgw-usage-source", "measured");
+    set(&mut resp, names::USAGE_SOURCE, "measured");
     resp
 }
 

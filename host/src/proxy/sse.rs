@@ -297,26 +297,58 @@ pub(crate) fn error_event(e: &GatewayError) -> Bytes {
     Bytes::from(format!("data: {body}\n\n"))
 }
 
-/// OpenAI `usage` object.
-pub(crate) fn usage_json(u: &TokenUsage) -> Value {
-    let mut v = json!({
-        "prompt_tokens": u.prompt_tokens,
-        "completion_tokens": u.completion_tokens,
-        "total_tokens": u.prompt_tokens + u.completion_tokens,
-    });
-    // `cache_write_tokens` is OpenRouter's name for prompt-cache writes (OpenAI has none).
-    match (u.cached_prompt_tokens, u.cache_write_tokens) {
-        (Some(c), Some(w)) => {
-            v["prompt_tokens_details"] = json!({ "cached_tokens": c, "cache_write_tokens": w });
+/// OpenAI `usage` object, typed: serialized straight into an answer, with its keys in sorted
+/// order (the order a `serde_json::Value` map writes them, so both encodings give the same
+/// bytes).
+#[derive(serde::Serialize)]
+pub(crate) struct UsageOut {
+    completion_tokens: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    completion_tokens_details: Option<CompletionDetails>,
+    prompt_tokens: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    prompt_tokens_details: Option<PromptDetails>,
+    total_tokens: u64,
+}
+
+#[derive(serde::Serialize)]
+struct CompletionDetails {
+    reasoning_tokens: u64,
+}
+
+/// `cache_write_tokens` is OpenRouter's name for prompt-cache writes (OpenAI has none).
+#[derive(serde::Serialize)]
+struct PromptDetails {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cache_write_tokens: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cached_tokens: Option<u64>,
+}
+
+impl UsageOut {
+    pub(crate) fn of(u: &TokenUsage) -> Self {
+        let cached = u.cached_prompt_tokens;
+        let written = u.cache_write_tokens;
+        Self {
+            completion_tokens: u.completion_tokens,
+            completion_tokens_details: u.reasoning_tokens.map(|r| CompletionDetails {
+                reasoning_tokens: r,
+            }),
+            prompt_tokens: u.prompt_tokens,
+            prompt_tokens_details: (cached.is_some() || written.is_some()).then_some(
+                PromptDetails {
+                    cache_write_tokens: written,
+                    cached_tokens: cached,
+                },
+            ),
+            total_tokens: u.prompt_tokens + u.completion_tokens,
         }
-        (Some(c), None) => v["prompt_tokens_details"] = json!({ "cached_tokens": c }),
-        (None, Some(w)) => v["prompt_tokens_details"] = json!({ "cache_write_tokens": w }),
-        (None, None) => {}
     }
-    if let Some(r) = u.reasoning_tokens {
-        v["completion_tokens_details"] = json!({ "reasoning_tokens": r });
-    }
-    v
+}
+
+/// OpenAI `usage` object as a `Value` (for answers built as values).
+pub(crate) fn usage_json(u: &TokenUsage) -> Value {
+    serde_json::to_value(UsageOut::of(u)).unwrap_or(Value::Null)
 }
 
 /// Whether something other than text answers (tool calls, a refusal, a legacy
@@ -332,6 +364,9 @@ fn answered_without_text(r: &ChatResponse) -> bool {
             .is_some_and(|m| members(m).has("function_call"))
 }
 
+/// Bytes of a completion object around its text: ids, usage, finish reason.
+const COMPLETION_BYTES_HINT: usize = 320;
+
 /// The non-streamed completion object, serialized. Typed and borrowed from the answer (no
 /// intermediate `serde_json::Value`); keys are in the order the `Value` map wrote them
 /// (sorted), so the bytes equal [`completion_json`]'s.
@@ -343,7 +378,7 @@ pub(crate) fn completion_body(r: &ChatResponse, created: u64) -> Vec<u8> {
         id: String,
         model: &'a str,
         object: &'static str,
-        usage: Option<Value>,
+        usage: Option<UsageOut>,
         #[serde(flatten)]
         extra: Flat<'a>,
     }
@@ -424,11 +459,16 @@ pub(crate) fn completion_body(r: &ChatResponse, created: u64) -> Vec<u8> {
         id: format!("chatcmpl-{}", r.call_id),
         model: r.model_reported.as_deref().unwrap_or(&r.model),
         object: "chat.completion",
-        usage: r.usage.as_ref().map(usage_json),
+        usage: r.usage.as_ref().map(UsageOut::of),
         extra: level(|f| &f.response),
     };
+    // Sized for the answer's text and the object around it, so the buffer is seldom grown.
+    let mut out = Vec::with_capacity(COMPLETION_BYTES_HINT + r.content.len());
     // Serializing borrowed strings and numbers cannot fail.
-    serde_json::to_vec(&body).unwrap_or_default()
+    match serde_json::to_writer(&mut out, &body) {
+        Ok(()) => out,
+        Err(_) => Vec::new(),
+    }
 }
 
 /// The non-streamed completion object as a `Value` (the reference the typed

@@ -20,8 +20,12 @@
 //! | `pgw_telemetry_degraded` (gauge: 1 degraded) | — |
 //! | `pgw_otel_exported_spans_total`, `pgw_otel_export_failures_total`, `pgw_otel_dropped_spans_total` (docs/tracing.md#export) | — |
 
+use std::collections::HashMap;
 use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
+
+use arc_swap::ArcSwap;
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -74,6 +78,35 @@ struct ScopeLabels {
 }
 
 type Seconds = Family<SourceLabels, Histogram, fn() -> Histogram>;
+
+/// `pgw_tokens_total`'s `kind` label, in the order of [`SourceSeries::tokens`].
+const TOKEN_KINDS: [&str; 5] = [
+    "prompt",
+    "completion",
+    "cached_prompt",
+    "cache_write",
+    "reasoning",
+];
+
+/// One source's series on a call's common path, each the family's own metric (a handle to
+/// the same atomic or histogram), taken from the family the first time a row needs it, so a
+/// series appears in `/metrics` exactly when it did without this.
+#[derive(Default)]
+struct SourceSeries {
+    attempt_success: OnceLock<Counter>,
+    attempt_duration: OnceLock<Histogram>,
+    ttft: OnceLock<Histogram>,
+    max_inter_token: OnceLock<Histogram>,
+    /// Per [`TOKEN_KINDS`].
+    tokens: [OnceLock<Counter>; 5],
+    cost: OnceLock<FloatCounter>,
+    request_success: OnceLock<Counter>,
+    request_success_duration: OnceLock<Histogram>,
+}
+
+/// Scope → source → series.
+type SeriesMap = HashMap<String, HashMap<String, Arc<SourceSeries>>>;
+
 type FloatCounter = Counter<f64, AtomicU64>;
 
 fn latency_histogram() -> Histogram {
@@ -112,6 +145,8 @@ pub struct Metrics {
     otel: super::otel::OtelCounters,
     /// The dashboard's running totals (`live.rs`), fed from the same rows.
     live: std::sync::Arc<super::live::LiveTotals>,
+    /// Handles of the series rows of each called source update (see [`Self::observe_row`]).
+    series: ArcSwap<SeriesMap>,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -270,87 +305,154 @@ impl Metrics {
             telemetry_degraded,
             otel,
             live: Default::default(),
+            series: ArcSwap::default(),
         }
     }
 
     /// Count a row: requests (terminal and cache-hit rows) or attempts, durations, tokens
     /// and cost (attempt rows).
+    ///
+    /// Attempt and successful terminal rows (those of a source that was called) go through
+    /// the source's [`SourceSeries`]: each series is looked up in its family (labels built
+    /// and hashed, a lock taken) once, not once per row. Failed terminal rows and cache
+    /// hits, whose scope may be any name a client sent, use the families directly.
     pub fn observe_row(&self, row: &CallRow) {
         self.live.observe(row);
-        let scope = row.scope.clone();
-        let source = row.source_name.clone().unwrap_or_default();
-        let error_class = row.error_type.clone().unwrap_or_default();
-        let ok = row.error_type.is_none();
+        let source = row.source_name.as_deref().unwrap_or_default();
+        let labels = || SourceLabels {
+            scope: row.scope.clone(),
+            source: source.to_owned(),
+        };
+        let outcome_labels = |outcome: &str| OutcomeLabels {
+            scope: row.scope.clone(),
+            source: source.to_owned(),
+            outcome: outcome.into(),
+            error_class: row.error_type.clone().unwrap_or_default(),
+        };
+        let seconds = |ms: f64| ms / 1000.0;
         match row.kind {
             RowKind::Attempt => {
-                self.attempts
-                    .get_or_create(&OutcomeLabels {
-                        scope: scope.clone(),
-                        source: source.clone(),
-                        outcome: if ok { "success" } else { "failure" }.into(),
-                        error_class,
-                    })
-                    .inc();
-                let labels = SourceLabels { scope, source };
+                let series = self.series(&row.scope, source);
+                if row.error_type.is_none() {
+                    series
+                        .attempt_success
+                        .get_or_init(|| {
+                            self.attempts
+                                .get_or_create(&outcome_labels("success"))
+                                .clone()
+                        })
+                        .inc();
+                } else {
+                    self.attempts
+                        .get_or_create(&outcome_labels("failure"))
+                        .inc();
+                }
                 if let Some(ms) = row.latency_ms {
-                    self.attempt_duration
-                        .get_or_create(&labels)
-                        .observe(ms as f64 / 1000.0);
+                    series
+                        .attempt_duration
+                        .get_or_init(|| self.attempt_duration.get_or_create(&labels()).clone())
+                        .observe(seconds(ms as f64));
                 }
                 if let Some(ms) = row.ttft_ms {
-                    self.ttft.get_or_create(&labels).observe(ms / 1000.0);
+                    series
+                        .ttft
+                        .get_or_init(|| self.ttft.get_or_create(&labels()).clone())
+                        .observe(seconds(ms));
                 }
                 if let Some(ms) = row.max_inter_token_ms {
-                    self.max_inter_token
-                        .get_or_create(&labels)
-                        .observe(ms / 1000.0);
+                    series
+                        .max_inter_token
+                        .get_or_init(|| self.max_inter_token.get_or_create(&labels()).clone())
+                        .observe(seconds(ms));
                 }
-                let kinds = [
-                    ("prompt", row.prompt_tokens),
-                    ("completion", row.completion_tokens),
-                    ("cached_prompt", row.cached_prompt_tokens),
-                    ("cache_write", row.cache_write_tokens),
-                    ("reasoning", row.reasoning_tokens),
+                let counts = [
+                    row.prompt_tokens,
+                    row.completion_tokens,
+                    row.cached_prompt_tokens,
+                    row.cache_write_tokens,
+                    row.reasoning_tokens,
                 ];
-                for (kind, n) in kinds {
+                for ((kind, n), cell) in TOKEN_KINDS.iter().zip(counts).zip(&series.tokens) {
                     if let Some(n) = n {
-                        self.tokens
-                            .get_or_create(&TokenLabels {
-                                scope: labels.scope.clone(),
-                                source: labels.source.clone(),
-                                kind: kind.into(),
-                            })
-                            .inc_by(n);
+                        cell.get_or_init(|| {
+                            self.tokens
+                                .get_or_create(&TokenLabels {
+                                    scope: row.scope.clone(),
+                                    source: source.to_owned(),
+                                    kind: (*kind).into(),
+                                })
+                                .clone()
+                        })
+                        .inc_by(n);
                     }
                 }
                 if let Some(c) = row.cost {
-                    self.cost.get_or_create(&labels).inc_by(c);
+                    series
+                        .cost
+                        .get_or_init(|| self.cost.get_or_create(&labels()).clone())
+                        .inc_by(c);
                 }
             }
-            RowKind::TerminalSuccess | RowKind::TerminalFailure | RowKind::CacheHit => {
-                let outcome = match row.kind {
-                    RowKind::CacheHit => "cache_hit",
-                    _ if ok => "success",
-                    _ => "failure",
-                };
-                self.requests
-                    .get_or_create(&OutcomeLabels {
-                        scope: scope.clone(),
-                        source,
-                        outcome: outcome.into(),
-                        error_class,
+            RowKind::TerminalSuccess => {
+                let series = self.series(&row.scope, source);
+                series
+                    .request_success
+                    .get_or_init(|| {
+                        self.requests
+                            .get_or_create(&outcome_labels("success"))
+                            .clone()
                     })
                     .inc();
                 if let Some(ms) = row.total_latency_ms {
+                    series
+                        .request_success_duration
+                        .get_or_init(|| {
+                            self.request_duration
+                                .get_or_create(&ScopeOutcome {
+                                    scope: row.scope.clone(),
+                                    outcome: "success".into(),
+                                })
+                                .clone()
+                        })
+                        .observe(seconds(ms as f64));
+                }
+            }
+            RowKind::TerminalFailure | RowKind::CacheHit => {
+                let outcome = match row.kind {
+                    RowKind::CacheHit => "cache_hit",
+                    _ => "failure",
+                };
+                self.requests.get_or_create(&outcome_labels(outcome)).inc();
+                if let Some(ms) = row.total_latency_ms {
                     self.request_duration
                         .get_or_create(&ScopeOutcome {
-                            scope,
+                            scope: row.scope.clone(),
                             outcome: outcome.into(),
                         })
-                        .observe(ms as f64 / 1000.0);
+                        .observe(seconds(ms as f64));
                 }
             }
         }
+    }
+
+    /// The series of `source` in `scope`, added (empty) on its first row. A lock-free read;
+    /// adding copies the map, once per source.
+    fn series(&self, scope: &str, source: &str) -> Arc<SourceSeries> {
+        if let Some(s) = self.series.load().get(scope).and_then(|m| m.get(source)) {
+            return Arc::clone(s);
+        }
+        let mut added = None;
+        self.series.rcu(|all| {
+            let mut all = HashMap::clone(all);
+            let s = all
+                .entry(scope.to_owned())
+                .or_default()
+                .entry(source.to_owned())
+                .or_default();
+            added = Some(Arc::clone(s));
+            all
+        });
+        added.unwrap_or_default()
     }
 
     /// The running totals the dashboard's live series samples.
@@ -473,6 +575,64 @@ mod tests {
                 text.lines().any(|l| l == line),
                 "missing `{line}` in\n{text}"
             );
+        }
+    }
+
+    #[test]
+    fn a_sources_series_are_the_families_and_appear_only_once_observed() {
+        let m = Metrics::new();
+        let attempt = |scope: &str, source: &str, ttft: Option<f64>| {
+            let mut a = CallRow::new(RowKind::Attempt, "a", "l", scope, 0);
+            a.source_name = Some(source.into());
+            a.latency_ms = Some(20);
+            a.ttft_ms = ttft;
+            a.prompt_tokens = Some(5);
+            a.completion_tokens = Some(7);
+            a
+        };
+        let terminal = |scope: &str, source: &str| {
+            let mut t = CallRow::new(RowKind::TerminalSuccess, "l", "l", scope, 0);
+            t.source_name = Some(source.into());
+            t.total_latency_ms = Some(30);
+            t
+        };
+        for _ in 0..3 {
+            m.observe_row(&attempt("LLM", "openai-1", None));
+            m.observe_row(&terminal("LLM", "openai-1"));
+        }
+        // The same source name in another scope is another series.
+        m.observe_row(&attempt("VLM", "openai-1", Some(40.0)));
+        m.observe_row(&terminal("VLM", "openai-1"));
+        let mut failed = attempt("LLM", "openai-1", None);
+        failed.error_type = Some("transient".into());
+        failed.prompt_tokens = None;
+        failed.completion_tokens = None;
+        m.observe_row(&failed);
+        let text = m.encode();
+        let has = |line: &str| text.lines().any(|l| l == line);
+        for line in [
+            r#"pgw_attempts_total{scope="LLM",source="openai-1",outcome="success",error_class=""} 3"#,
+            r#"pgw_attempts_total{scope="LLM",source="openai-1",outcome="failure",error_class="transient"} 1"#,
+            r#"pgw_attempts_total{scope="VLM",source="openai-1",outcome="success",error_class=""} 1"#,
+            r#"pgw_requests_total{scope="LLM",source="openai-1",outcome="success",error_class=""} 3"#,
+            r#"pgw_requests_total{scope="VLM",source="openai-1",outcome="success",error_class=""} 1"#,
+            r#"pgw_tokens_total{scope="LLM",source="openai-1",kind="prompt"} 15"#,
+            r#"pgw_tokens_total{scope="LLM",source="openai-1",kind="completion"} 21"#,
+            r#"pgw_tokens_total{scope="VLM",source="openai-1",kind="completion"} 7"#,
+            r#"pgw_attempt_duration_seconds_count{scope="LLM",source="openai-1"} 4"#,
+            r#"pgw_request_duration_seconds_count{scope="LLM",outcome="success"} 3"#,
+            r#"pgw_request_duration_seconds_count{scope="VLM",outcome="success"} 1"#,
+            r#"pgw_ttft_seconds_count{scope="VLM",source="openai-1"} 1"#,
+        ] {
+            assert!(has(line), "missing `{line}` in\n{text}");
+        }
+        // Series no row fed are not written (as before the handles were kept).
+        for absent in [
+            r#"pgw_ttft_seconds_count{scope="LLM",source="openai-1"}"#,
+            r#"kind="reasoning""#,
+            "pgw_cost_total{",
+        ] {
+            assert!(!text.contains(absent), "unexpected `{absent}` in\n{text}");
         }
     }
 }

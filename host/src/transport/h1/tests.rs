@@ -524,3 +524,32 @@ async fn https_to_an_unknown_issuer_is_a_connect_error() {
     }
     assert!(server.seen().await.is_empty());
 }
+
+#[test]
+fn an_origin_is_its_pool_key_and_host_header() {
+    let origin = |u: &str| {
+        let o = super::Origin::of(&url::Url::parse(u).unwrap()).unwrap();
+        (o.key, o.host_header.to_str().unwrap().to_owned())
+    };
+    // The key always names the port; `Host` only when the URL names a non-default one.
+    assert_eq!(
+        origin("http://127.0.0.1:8081/v1"),
+        ("http://127.0.0.1:8081".into(), "127.0.0.1:8081".into())
+    );
+    assert_eq!(
+        origin("https://api.example.com/v1/chat"),
+        (
+            "https://api.example.com:443".into(),
+            "api.example.com".into()
+        )
+    );
+    assert_eq!(
+        origin("http://example.com:80/"),
+        ("http://example.com:80".into(), "example.com".into())
+    );
+    assert_eq!(
+        origin("http://[::1]:9000/x"),
+        ("http://[::1]:9000".into(), "[::1]:9000".into())
+    );
+    assert!(super::Origin::of(&url::Url::parse("ftp://example.com/").unwrap()).is_err());
+}
