@@ -27,12 +27,12 @@ use crate::plugin::Delta;
 
 /// Most call events coalesced into one body frame (one write to the client).
 const EVENTS_PER_FRAME: usize = 64;
+/// Bytes reserved per coalesced event: a chunk head with a short delta fits.
+const FRAME_BYTES_HINT: usize = 192;
+
 /// Headers an answer carries: content type, the six `x-pgw-*` of the call, the request id,
 /// a budget warning or two.
 const RESPONSE_HEADERS: usize = 12;
-
-/// Bytes reserved per coalesced event: a chunk head with a short delta fits.
-const FRAME_BYTES_HINT: usize = 192;
 
 /// One client dialect: how its requests become calls and how answers go back.
 pub(crate) trait Dialect: 'static {

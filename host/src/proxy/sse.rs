@@ -341,7 +341,7 @@ impl UsageOut {
                     cached_tokens: cached,
                 },
             ),
-            total_tokens: u.prompt_tokens + u.completion_tokens,
+            total_tokens: u.prompt_tokens.saturating_add(u.completion_tokens),
         }
     }
 }
@@ -529,6 +529,48 @@ mod tests {
     }
 
     /// The typed completion body is byte for byte the `Value` one, for every shape.
+    #[test]
+    fn the_usage_object_has_openais_keys_in_sorted_order() {
+        let usage = |cached, written, reasoning| {
+            let u = TokenUsage {
+                prompt_tokens: 8,
+                completion_tokens: 5,
+                cached_prompt_tokens: cached,
+                reasoning_tokens: reasoning,
+                cache_write_tokens: written,
+            };
+            let bytes = serde_json::to_string(&UsageOut::of(&u)).unwrap();
+            // The `Value` form (stream chunks, other answers) says the same.
+            assert_eq!(usage_json(&u).to_string(), bytes);
+            bytes
+        };
+        assert_eq!(
+            usage(None, None, None),
+            r#"{"completion_tokens":5,"prompt_tokens":8,"total_tokens":13}"#
+        );
+        assert_eq!(
+            usage(Some(3), None, Some(2)),
+            r#"{"completion_tokens":5,"completion_tokens_details":{"reasoning_tokens":2},"prompt_tokens":8,"prompt_tokens_details":{"cached_tokens":3},"total_tokens":13}"#
+        );
+        assert_eq!(
+            usage(None, Some(4), None),
+            r#"{"completion_tokens":5,"prompt_tokens":8,"prompt_tokens_details":{"cache_write_tokens":4},"total_tokens":13}"#
+        );
+        assert_eq!(
+            usage(Some(3), Some(4), None),
+            r#"{"completion_tokens":5,"prompt_tokens":8,"prompt_tokens_details":{"cache_write_tokens":4,"cached_tokens":3},"total_tokens":13}"#
+        );
+        // Counts an upstream reported are added without overflowing.
+        let huge = TokenUsage {
+            prompt_tokens: u64::MAX,
+            completion_tokens: 1,
+            cached_prompt_tokens: None,
+            reasoning_tokens: None,
+            cache_write_tokens: None,
+        };
+        assert_eq!(UsageOut::of(&huge).total_tokens, u64::MAX);
+    }
+
     #[test]
     fn completion_body_equals_value_json() {
         let base = ChatResponse {

@@ -10,7 +10,7 @@
 //! | `pgw_attempts_total` | scope, source, outcome (`success`/`failure`), error_class |
 //! | `pgw_request_duration_seconds` (histogram) | scope, outcome |
 //! | `pgw_attempt_duration_seconds`, `pgw_ttft_seconds`, `pgw_max_inter_token_seconds` (histograms) | scope, source |
-//! | `pgw_tokens_total` | scope, source, kind (`prompt`/`completion`/`cached_prompt`/`reasoning`) |
+//! | `pgw_tokens_total` | scope, source, kind (`prompt`/`completion`/`cached_prompt`/`cache_write`/`reasoning`) |
 //! | `pgw_cost_total` (pricing-file currency) | scope, source |
 //! | `pgw_breaker_state` (gauge: 0 closed, 1 half-open, 2 open) | scope, source |
 //! | `pgw_admission_waits_total`, `pgw_admission_wait_seconds_total` | scope, reason |
@@ -312,10 +312,10 @@ impl Metrics {
     /// Count a row: requests (terminal and cache-hit rows) or attempts, durations, tokens
     /// and cost (attempt rows).
     ///
-    /// Attempt and successful terminal rows (those of a source that was called) go through
-    /// the source's [`SourceSeries`]: each series is looked up in its family (labels built
-    /// and hashed, a lock taken) once, not once per row. Failed terminal rows and cache
-    /// hits, whose scope may be any name a client sent, use the families directly.
+    /// Attempt and successful terminal rows go through the source's [`SourceSeries`]: each
+    /// series is looked up in its family (labels built and hashed, a lock taken) once, not
+    /// once per row. Failed terminal rows (their `error_class` label varies with the error)
+    /// and cache hits (their source is the cached answer's) use the families directly.
     pub fn observe_row(&self, row: &CallRow) {
         self.live.observe(row);
         let source = row.source_name.as_deref().unwrap_or_default();
@@ -393,7 +393,7 @@ impl Metrics {
                         .inc_by(c);
                 }
             }
-            RowKind::TerminalSuccess => {
+            RowKind::TerminalSuccess if row.error_type.is_none() => {
                 let series = self.series(&row.scope, source);
                 series
                     .request_success
@@ -417,9 +417,10 @@ impl Metrics {
                         .observe(seconds(ms as f64));
                 }
             }
-            RowKind::TerminalFailure | RowKind::CacheHit => {
+            RowKind::TerminalSuccess | RowKind::TerminalFailure | RowKind::CacheHit => {
                 let outcome = match row.kind {
                     RowKind::CacheHit => "cache_hit",
+                    _ if row.error_type.is_none() => "success",
                     _ => "failure",
                 };
                 self.requests.get_or_create(&outcome_labels(outcome)).inc();
@@ -608,6 +609,10 @@ mod tests {
         failed.prompt_tokens = None;
         failed.completion_tokens = None;
         m.observe_row(&failed);
+        // A terminal row of the success kind that carries an error counts by its error.
+        let mut odd = terminal("LLM", "openai-1");
+        odd.error_type = Some("result_invalid".into());
+        m.observe_row(&odd);
         let text = m.encode();
         let has = |line: &str| text.lines().any(|l| l == line);
         for line in [
@@ -623,6 +628,8 @@ mod tests {
             r#"pgw_request_duration_seconds_count{scope="LLM",outcome="success"} 3"#,
             r#"pgw_request_duration_seconds_count{scope="VLM",outcome="success"} 1"#,
             r#"pgw_ttft_seconds_count{scope="VLM",source="openai-1"} 1"#,
+            r#"pgw_requests_total{scope="LLM",source="openai-1",outcome="failure",error_class="result_invalid"} 1"#,
+            r#"pgw_request_duration_seconds_count{scope="LLM",outcome="failure"} 1"#,
         ] {
             assert!(has(line), "missing `{line}` in\n{text}");
         }
