@@ -144,7 +144,7 @@ pub struct Metrics {
     /// The OpenTelemetry exporter's counters (`otel/processor.rs` increments them).
     otel: super::otel::OtelCounters,
     /// The dashboard's running totals (`live.rs`), fed from the same rows.
-    live: std::sync::Arc<super::live::LiveTotals>,
+    live: Arc<super::live::LiveTotals>,
     /// Handles of the series rows of each called source update (see [`Self::observe_row`]).
     series: ArcSwap<SeriesMap>,
 }
@@ -457,7 +457,7 @@ impl Metrics {
     }
 
     /// The running totals the dashboard's live series samples.
-    pub fn live(&self) -> std::sync::Arc<super::live::LiveTotals> {
+    pub fn live(&self) -> Arc<super::live::LiveTotals> {
         self.live.clone()
     }
 

@@ -147,7 +147,7 @@ pub fn strip_extensions(message: &mut Box<RawValue>, keep: Extensions) {
 /// The overlay's `tools` without `cache_control` on each tool (an API without prompt-cache
 /// breakpoints), or `None` when there is nothing to remove.
 pub(crate) fn tools_without_cache_control(tools: &str) -> Option<Value> {
-    if quoted_keys(tools, &["cache_control"]) == 0 {
+    if !tools.contains("\"cache_control\"") {
         return None;
     }
     let mut v: Value = serde_json::from_str(tools).ok()?;

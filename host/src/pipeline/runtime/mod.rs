@@ -59,13 +59,8 @@ impl SourceRuntime {
         };
         let mut value = match scheme {
             AuthScheme::None => return Ok(None),
-            AuthScheme::Bearer => {
-                // Concatenated, not `format!`ed: once per upstream request.
-                let mut bearer = String::with_capacity(7 + key.len());
-                bearer.push_str("Bearer ");
-                bearer.push_str(key);
-                HeaderValue::try_from(bearer)
-            }
+            // Concatenated, not `format!`ed: once per upstream request.
+            AuthScheme::Bearer => HeaderValue::try_from(["Bearer ", key].concat()),
             AuthScheme::Header(_) => HeaderValue::try_from(key.as_str()),
         }
         .map_err(|_| "API_KEY contains characters not allowed in a header".to_string())?;

@@ -252,10 +252,7 @@ impl Origin {
         // ten times the copies (1.5k instructions per string).
         let mut port_text = itoa::Buffer::new();
         let port_text = port_text.format(port);
-        let mut key = String::with_capacity(scheme.len() + host.len() + port_text.len() + 4);
-        for part in [scheme, "://", host, ":", port_text] {
-            key.push_str(part);
-        }
+        let key = [scheme, "://", host, ":", port_text].concat();
         // `Host` carries the port only when the URL names a non-default one (RFC 9110 §7.2).
         let host_header = match url.port() {
             Some(_) => HeaderValue::try_from(&key[scheme.len() + 3..]),
