@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
-"""Instructions per non-streamed call of the gateway, by component, under callgrind.
+"""Instructions per call of the gateway, by component, under callgrind: non-streamed calls,
+or with `--stream` streamed ones (the mock upstream's default answer as SSE chunks).
 
 Usage (README, "Benchmark"):
 
-    python3 host/src/bench/instructions.py target/release/polygateway [--requests 3000]
+    python3 host/src/bench/instructions.py target/release/polygateway [--requests 3000] [--stream]
 
 Starts the binary's mock upstream and `serve` (the default configuration `polygateway bench`
 measures: SQLite telemetry, the memory limiter with every gate on, the breaker, a static
@@ -60,6 +61,8 @@ RULES = [
 ]
 
 BODY = b'{"model":"llm","messages":[{"role":"user","content":"benchmark question"}]}'
+# `--stream`: the same call streamed (the mock upstream's default answer, as SSE chunks).
+STREAM_BODY = BODY[:-1] + b',"stream":true}'
 KEY = "sk-instructions"
 
 
@@ -87,8 +90,9 @@ def wait_ready(port, proc, seconds):
     return False
 
 
-def load(port, calls, clients=4):
-    """Make `calls` calls over `clients` keep-alive connections; return how many got 200."""
+def load(port, calls, body, clients=4, events=None):
+    """Make `calls` calls of `body` over `clients` keep-alive connections; return how many
+    got 200. `events`, a list, gets the number of SSE events of each answer."""
     ok = [0] * clients
 
     def run(i, n):
@@ -96,10 +100,12 @@ def load(port, calls, clients=4):
         headers = {"content-type": "application/json", "authorization": f"Bearer {KEY}"}
         try:
             for _ in range(n):
-                c.request("POST", "/v1/chat/completions", BODY, headers)
+                c.request("POST", "/v1/chat/completions", body, headers)
                 r = c.getresponse()
-                r.read()
+                answer = r.read()
                 ok[i] += r.status == 200
+                if events is not None:
+                    events.append(answer.count(b"data: "))
         except (OSError, http.client.HTTPException):
             return  # the server went away: the run is reported as incomplete
         finally:
@@ -139,8 +145,9 @@ def by_component(out_file):
     return total, parts
 
 
-def measure(exe, requests):
-    """One run: `(answered, its directory, callgrind output file, serve log)`."""
+def measure(exe, requests, body):
+    """One run: `(answered, its directory, callgrind output file, serve log, SSE events per
+    answer)`."""
     work = tempfile.mkdtemp(prefix="pgw-instructions-")
     up, gw = free_port(), free_port()
     upstream = subprocess.Popen(
@@ -163,6 +170,7 @@ def measure(exe, requests):
     log_path = os.path.join(work, "serve.log")
     answered = 0
     gateway = None
+    events = []
     try:
         with open(log_path, "w") as log:
             gateway = subprocess.Popen(
@@ -171,10 +179,10 @@ def measure(exe, requests):
                 env=env, cwd=work, stdout=log, stderr=log,
             )
             if wait_ready(gw, gateway, 300):
-                load(gw, 500)
+                load(gw, 500, body, events=events)
                 subprocess.run(["callgrind_control", "-i", "on", str(gateway.pid)],
                                check=True, capture_output=True)
-                answered = load(gw, requests)
+                answered = load(gw, requests, body)
                 subprocess.run(["callgrind_control", "-i", "off", str(gateway.pid)],
                                check=True, capture_output=True)
     except (OSError, subprocess.CalledProcessError) as e:
@@ -189,7 +197,7 @@ def measure(exe, requests):
                 except subprocess.TimeoutExpired:
                     proc.kill()
                     proc.wait()
-    return answered, work, out_file, log_path
+    return answered, work, out_file, log_path, sorted(set(events))
 
 
 def main():
@@ -197,11 +205,14 @@ def main():
     ap.add_argument("binary")
     ap.add_argument("--requests", type=int, default=3000)
     ap.add_argument("--attempts", type=int, default=5)
+    ap.add_argument("--stream", action="store_true",
+                    help="streamed calls instead of non-streamed ones")
     args = ap.parse_args()
+    body, kind = (STREAM_BODY, "streamed") if args.stream else (BODY, "non-streamed")
     exe = os.path.abspath(args.binary)
     n = args.requests
     for attempt in range(1, args.attempts + 1):
-        answered, work, out_file, log_path = measure(exe, n)
+        answered, work, out_file, log_path, events = measure(exe, n, body)
         if answered == n:
             break
         with open(log_path, errors="replace") as log:
@@ -212,7 +223,8 @@ def main():
     else:
         sys.exit("no run answered every call")
     total, parts = by_component(out_file)
-    print(f"{total / n:,.0f} instructions per non-streamed call ({n} calls; {out_file})")
+    shape = f"; SSE events per answer: {', '.join(map(str, events))}" if args.stream else ""
+    print(f"{total / n:,.0f} instructions per {kind} call ({n} calls{shape}; {out_file})")
     print("| component | instructions per call | share |")
     print("|---|---|---|")
     for c, v in parts.most_common():

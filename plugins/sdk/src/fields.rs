@@ -57,16 +57,81 @@ pub fn usage_from_json(usage: &Value) -> Option<Usage> {
     if prompt.is_none() && completion.is_none() {
         return None;
     }
-    let cached = count(usage.pointer("/prompt_tokens_details/cached_tokens"))
-        .or_else(|| count(usage.get("prompt_cache_hit_tokens")));
+    // `get` twice, not `pointer`: a JSON pointer allocates a string per segment.
+    let cached = count(
+        usage
+            .get("prompt_tokens_details")
+            .and_then(|d| d.get("cached_tokens")),
+    )
+    .or_else(|| count(usage.get("prompt_cache_hit_tokens")));
     Some(Usage {
         prompt_tokens: prompt.unwrap_or(0),
         completion_tokens: completion.unwrap_or(0),
         cached_prompt_tokens: cached,
-        reasoning_tokens: count(usage.pointer("/completion_tokens_details/reasoning_tokens")),
+        reasoning_tokens: count(
+            usage
+                .get("completion_tokens_details")
+                .and_then(|d| d.get("reasoning_tokens")),
+        ),
         // OpenAI-compatible APIs cache implicitly and report no cache writes.
         cache_write_tokens: None,
     })
+}
+
+/// [`usage_from_json`] of a `usage` object's JSON text, without building a `Value` tree when
+/// the object has the common form (integer counts, detail objects or `null`): the typed read
+/// below answers it, and anything it declines — a float or negative count, a count of another
+/// type, a duplicate key, a `usage` that is not an object — goes through the `Value` path, so
+/// the answer is always the one [`usage_from_json`] gives.
+///
+/// Errors: `text` is not JSON.
+pub(crate) fn usage_from_text(text: &str) -> Result<Option<Usage>, serde_json::Error> {
+    if let Ok(wire) = serde_json::from_str::<UsageWire>(text) {
+        return Ok(wire.usage());
+    }
+    serde_json::from_str::<Value>(text).map(|v| usage_from_json(&v))
+}
+
+/// The common form of a `usage` object. Keys not named here are skipped; a named one of
+/// another type fails the read (and [`usage_from_text`] falls back).
+#[derive(serde::Deserialize)]
+struct UsageWire {
+    prompt_tokens: Option<u64>,
+    completion_tokens: Option<u64>,
+    prompt_cache_hit_tokens: Option<u64>,
+    prompt_tokens_details: Option<UsageDetailsWire>,
+    completion_tokens_details: Option<UsageDetailsWire>,
+}
+
+/// `prompt_tokens_details` / `completion_tokens_details`: only the count each is read for.
+#[derive(serde::Deserialize)]
+struct UsageDetailsWire {
+    cached_tokens: Option<u64>,
+    reasoning_tokens: Option<u64>,
+}
+
+impl UsageWire {
+    /// The same answer [`usage_from_json`] gives for the same object.
+    fn usage(&self) -> Option<Usage> {
+        if self.prompt_tokens.is_none() && self.completion_tokens.is_none() {
+            return None;
+        }
+        let cached = self
+            .prompt_tokens_details
+            .as_ref()
+            .and_then(|d| d.cached_tokens)
+            .or(self.prompt_cache_hit_tokens);
+        Some(Usage {
+            prompt_tokens: self.prompt_tokens.unwrap_or(0),
+            completion_tokens: self.completion_tokens.unwrap_or(0),
+            cached_prompt_tokens: cached,
+            reasoning_tokens: self
+                .completion_tokens_details
+                .as_ref()
+                .and_then(|d| d.reasoning_tokens),
+            cache_write_tokens: None,
+        })
+    }
 }
 
 /// A non-negative integer token count (integral floats accepted).
@@ -180,6 +245,92 @@ mod tests {
             None
         );
         assert_eq!(usage_from_json(&json!({"prompt_tokens": 1.5})), None);
+    }
+
+    /// The typed read answers exactly what the `Value` path answers, on every form: common
+    /// ones it takes and odd ones it declines.
+    #[test]
+    fn usage_from_text_answers_what_the_value_path_answers() {
+        let counts = [
+            "",
+            "0",
+            "7",
+            "18446744073709551615",
+            "18446744073709551616",
+            "3.0",
+            "1.5",
+            "-1",
+            "1e2",
+            "\"2\"",
+            "null",
+            "true",
+            "{}",
+            "[]",
+        ];
+        let mut texts = vec![
+            "{}".to_owned(), "null".to_owned(), "5".to_owned(), "[]".to_owned(),
+            r#"{"prompt_tokens":1,"prompt_tokens":2}"#.to_owned(),
+            r#"{"prompt_tokens":8,"completion_tokens":6,"total_tokens":14}"#.to_owned(),
+            r#"{"prompt_tokens":8,"prompt_tokens_details":null,"completion_tokens_details":7}"#.to_owned(),
+            r#"{"completion_tokens":1,"prompt_tokens_details":{"cached_tokens":2,"cached_tokens":3}}"#.to_owned(),
+        ];
+        for a in counts {
+            for b in counts {
+                let field = |key: &str, v: &str| {
+                    if v.is_empty() {
+                        String::new()
+                    } else {
+                        format!(r#""{key}":{v},"#)
+                    }
+                };
+                let body = [
+                    field("prompt_tokens", a),
+                    field("completion_tokens", b),
+                    field("prompt_cache_hit_tokens", b),
+                    format!(
+                        r#""prompt_tokens_details":{{{}"audio_tokens":0}},"#,
+                        field("cached_tokens", a)
+                    ),
+                    format!(
+                        r#""completion_tokens_details":{{{}"x":[1]}},"#,
+                        field("reasoning_tokens", b)
+                    ),
+                ]
+                .concat();
+                texts.push(format!("{{{}\"total_tokens\":0}}", body));
+                texts.push(format!(
+                    "{{{}}}",
+                    field("completion_tokens", a).trim_end_matches(',')
+                ));
+            }
+        }
+        let mut typed = 0;
+        for text in &texts {
+            let value: Value = serde_json::from_str(text).unwrap();
+            assert_eq!(
+                usage_from_text(text).unwrap(),
+                usage_from_json(&value),
+                "{text}"
+            );
+            typed += usize::from(serde_json::from_str::<UsageWire>(text).is_ok());
+        }
+        // Both paths are exercised: the common forms are read typed, the odd ones are not.
+        assert!(
+            typed > 20 && typed < texts.len() - 20,
+            "{typed} of {}",
+            texts.len()
+        );
+        assert!(usage_from_text("{").is_err());
+        assert_eq!(
+            usage_from_text(r#"{"prompt_tokens":3.0,"completion_tokens":2}"#).unwrap(),
+            Some(Usage {
+                prompt_tokens: 3,
+                completion_tokens: 2,
+                cached_prompt_tokens: None,
+                reasoning_tokens: None,
+                cache_write_tokens: None
+            })
+        );
     }
 
     #[test]

@@ -4,7 +4,9 @@
 use std::cell::RefCell;
 use std::marker::PhantomData;
 
-use crate::request::{ChatBody, chat_completions_request, parse_messages, prefill_message};
+use crate::request::{
+    ChatBody, chat_completions_request, messages_array, prefill_message, push_message,
+};
 use crate::{
     ArchiveFetch, BuildError, CONTRACT_VERSION, Capabilities, ChatRequest, ChatStreamParser,
     ClassifiedError, Delta, EmbeddingGuest, EmbeddingInputs, EmbeddingRequest, EmbeddingResponse,
@@ -227,18 +229,15 @@ pub trait Provider: 'static {
             )));
         }
         let invalid = |e: crate::request::JsonFieldError| BuildError::InvalidRequest(e.to_string());
-        let mut messages = parse_messages(&req.messages_json).map_err(invalid)?;
         let keep = crate::request::Extensions {
             gateway: Self::MESSAGE_EXTENSIONS,
             reasoning_content: Self::CAPABILITIES.thinking != ThinkingStyle::None,
         };
-        for m in &mut messages {
-            crate::request::strip_extensions(m, keep);
-        }
+        let mut messages = messages_array(&req.messages_json, keep).map_err(invalid)?;
         if let Some(text) = &req.prefill {
-            messages.push(Self::prefill(text)?);
+            push_message(&mut messages, &Self::prefill(text)?);
         }
-        let mut body = ChatBody::new(&source.model, messages, req.stream);
+        let mut body = ChatBody::with_messages_array(&source.model, messages, req.stream);
         Self::add_body_fields(req, source, &mut body)?;
         body.merge_object("extra-body-json", &source.extra_body_json)
             .map_err(|e| BuildError::Unsupported(e.to_string()))?;

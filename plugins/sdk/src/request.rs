@@ -5,6 +5,7 @@
 //! key order and number spelling, which matters (a schema's property order is the order a
 //! model writes the fields in). Only the body's top-level keys are re-ordered (sorted).
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use serde_json::Value;
@@ -106,10 +107,17 @@ pub(crate) fn quoted_keys(json: &str, keys: &[&str]) -> u32 {
 /// assert_eq!(msgs[1].get(), r#"{"content":"boom","role":"tool","tool_call_id":"t"}"#);
 /// ```
 pub fn strip_extensions(message: &mut Box<RawValue>, keep: Extensions) {
-    if keep.gateway && keep.reasoning_content {
-        return;
+    if let Some(stripped) = stripped(message.get(), keep) {
+        *message = stripped;
     }
-    let text = message.get();
+}
+
+/// One message's text without the extensions `keep` does not keep, or `None` when it has
+/// none of them (or is not an object): then its text is used verbatim.
+fn stripped(text: &str, keep: Extensions) -> Option<Box<RawValue>> {
+    if keep.gateway && keep.reasoning_content {
+        return None;
+    }
     let found = quoted_keys(
         text,
         &[
@@ -122,10 +130,10 @@ pub fn strip_extensions(message: &mut Box<RawValue>, keep: Extensions) {
     let gateway = !keep.gateway && found & 0b0111 != 0;
     let reasoning = !keep.reasoning_content && found & 0b1000 != 0;
     if !gateway && !reasoning {
-        return;
+        return None;
     }
     let Ok(Value::Object(mut m)) = serde_json::from_str::<Value>(text) else {
-        return;
+        return None;
     };
     if gateway {
         m.remove("reasoning_details");
@@ -141,7 +149,65 @@ pub fn strip_extensions(message: &mut Box<RawValue>, keep: Extensions) {
     if reasoning {
         m.remove("reasoning_content");
     }
-    *message = raw(&Value::Object(m));
+    Some(raw(&Value::Object(m)))
+}
+
+/// The body's `messages` array from `chat-request.messages-json`: each message verbatim
+/// unless it carries extensions `keep` does not keep ([`strip_extensions`]). What
+/// [`parse_messages`] and [`strip_extensions`] per message give, serialized as one array —
+/// without an allocation per message: the messages are read borrowed and copied once, into
+/// the array's text. [`push_message`] appends another (a prefill message).
+///
+/// Errors: invalid JSON or not an array → [`JsonFieldError`] naming `messages-json`.
+///
+/// # Example
+/// ```
+/// use polygateway_plugin_sdk::request::{Extensions, messages_array, prefill_message, push_message};
+///
+/// let none = Extensions { gateway: false, reasoning_content: false };
+/// let text = r#"[{"role":"user","content":"hi"}, {"role":"tool","content":"x","is_error":true}]"#;
+/// let mut array = messages_array(text, none).unwrap();
+/// push_message(&mut array, &prefill_message("Once", None));
+/// assert_eq!(array, r#"[{"role":"user","content":"hi"},{"content":"x","role":"tool"},{"content":"Once","role":"assistant"}]"#);
+/// assert!(messages_array("{}", none).is_err());
+/// ```
+pub fn messages_array(messages_json: &str, keep: Extensions) -> Result<String, JsonFieldError> {
+    let messages: Vec<&RawValue> = serde_json::from_str(messages_json)
+        .map_err(|e| json_error("messages-json", "a JSON array of messages", &e))?;
+    let mut out = String::with_capacity(messages_json.len());
+    out.push('[');
+    for (i, message) in messages.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        match stripped(message.get(), keep) {
+            Some(rewritten) => out.push_str(rewritten.get()),
+            None => out.push_str(message.get()),
+        }
+    }
+    out.push(']');
+    Ok(out)
+}
+
+/// Append `message` to an array [`messages_array`] wrote (a text that ends in `]`).
+///
+/// # Example
+/// ```
+/// use polygateway_plugin_sdk::request::{prefill_message, push_message};
+///
+/// let mut array = String::from("[]");
+/// push_message(&mut array, &prefill_message("a", None));
+/// assert_eq!(array, r#"[{"content":"a","role":"assistant"}]"#);
+/// ```
+pub fn push_message(array: &mut String, message: &RawValue) {
+    if array.ends_with(']') {
+        array.pop();
+    }
+    if array.len() > 1 {
+        array.push(',');
+    }
+    array.push_str(message.get());
+    array.push(']');
 }
 
 /// The overlay's `tools` without `cache_control` on each tool (an API without prompt-cache
@@ -251,7 +317,10 @@ pub fn prefill_message(prefill: &str, flag: Option<&str>) -> Box<RawValue> {
 /// ```
 #[derive(Debug, Clone, Default)]
 pub struct ChatBody {
-    fields: BTreeMap<String, Box<RawValue>>,
+    /// Top-level key → the JSON text of its value. Every text is valid JSON by construction
+    /// (serialized here, or read as a raw value), so it is stored as text, not re-checked;
+    /// the contract's own keys and constant values are borrowed, not allocated.
+    fields: BTreeMap<Cow<'static, str>, Cow<'static, str>>,
 }
 
 impl ChatBody {
@@ -266,17 +335,44 @@ impl ChatBody {
     /// assert_eq!(body.to_bytes(), br#"{"messages":[],"model":"m","stream":false}"#);
     /// ```
     pub fn new(model: &str, messages: Vec<Box<RawValue>>, stream: bool) -> Self {
-        let mut body = Self::default();
-        body.insert("model", &Value::from(model));
-        body.fields.insert("messages".into(), raw(&messages));
-        body.insert("stream", &Value::Bool(stream));
+        let mut array =
+            String::with_capacity(2 + messages.iter().map(|m| m.get().len() + 1).sum::<usize>());
+        array.push('[');
+        for (i, m) in messages.iter().enumerate() {
+            if i > 0 {
+                array.push(',');
+            }
+            array.push_str(m.get());
+        }
+        array.push(']');
+        Self::with_messages_array(model, array, stream)
+    }
+
+    /// [`ChatBody::new`] with the `messages` value given as its JSON text, as
+    /// [`messages_array`] writes it (the text must be a JSON array: it is not re-checked).
+    ///
+    /// # Example
+    /// ```
+    /// use polygateway_plugin_sdk::request::ChatBody;
+    ///
+    /// let body = ChatBody::with_messages_array("m", r#"[{"role":"user","content":"hi"}]"#.into(), true);
+    /// assert_eq!(body.to_bytes(), br#"{"messages":[{"role":"user","content":"hi"}],"model":"m","stream":true,"stream_options":{"include_usage":true}}"#);
+    /// ```
+    pub fn with_messages_array(model: &str, messages: String, stream: bool) -> Self {
+        let mut fields = BTreeMap::new();
+        fields.insert(Cow::Borrowed("model"), Cow::Owned(json_string(model)));
+        fields.insert(Cow::Borrowed("messages"), Cow::Owned(messages));
+        fields.insert(
+            Cow::Borrowed("stream"),
+            Cow::Borrowed(if stream { "true" } else { "false" }),
+        );
         if stream {
-            body.insert(
-                "stream_options",
-                &serde_json::json!({"include_usage": true}),
+            fields.insert(
+                Cow::Borrowed("stream_options"),
+                Cow::Borrowed(r#"{"include_usage":true}"#),
             );
         }
-        body
+        Self { fields }
     }
 
     /// Set a top-level key (any key: this is the provider's own code speaking).
@@ -290,7 +386,10 @@ impl ChatBody {
     /// assert_eq!(body.get("enable_thinking"), Some("true"));
     /// ```
     pub fn insert(&mut self, key: &str, value: &Value) {
-        self.fields.insert(key.to_owned(), raw(value));
+        self.fields.insert(
+            Cow::Owned(key.to_owned()),
+            Cow::Owned(String::from(Box::<str>::from(raw(value)))),
+        );
     }
 
     /// The JSON text of a top-level key, if set.
@@ -302,7 +401,7 @@ impl ChatBody {
     /// assert_eq!(ChatBody::new("m", Vec::new(), true).get("stream"), Some("true"));
     /// ```
     pub fn get(&self, key: &str) -> Option<&str> {
-        self.fields.get(key).map(|v| v.get())
+        self.fields.get(key).map(|v| v.as_ref())
     }
 
     /// Merge a JSON object's top-level keys over the body (shallow: a key's whole value is
@@ -352,7 +451,9 @@ impl ChatBody {
         json: &str,
         also_skip: &[&str],
     ) -> Result<Vec<String>, JsonFieldError> {
-        if json.trim().is_empty() {
+        // Empty text and the empty object (what the host sends when nothing is set) merge
+        // nothing: not parsed.
+        if matches!(json.trim(), "" | "{}") {
             return Ok(Vec::new());
         }
         let object: BTreeMap<String, Box<RawValue>> =
@@ -362,7 +463,10 @@ impl ChatBody {
             if PROTECTED_KEYS.contains(&key.as_str()) || also_skip.contains(&key.as_str()) {
                 skipped.push(key);
             } else {
-                self.fields.insert(key, value);
+                self.fields.insert(
+                    Cow::Owned(key),
+                    Cow::Owned(String::from(Box::<str>::from(value))),
+                );
             }
         }
         Ok(skipped)
@@ -377,15 +481,21 @@ impl ChatBody {
     /// assert!(ChatBody::new("m", Vec::new(), false).to_bytes().starts_with(b"{"));
     /// ```
     pub fn to_bytes(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(256);
+        // `"key":value,` per field and the braces; a key that needs escapes grows it once.
+        let size = 2 + self
+            .fields
+            .iter()
+            .map(|(k, v)| k.len() + v.len() + 4)
+            .sum::<usize>();
+        let mut out = Vec::with_capacity(size);
         out.push(b'{');
         for (i, (key, value)) in self.fields.iter().enumerate() {
             if i > 0 {
                 out.push(b',');
             }
-            out.extend_from_slice(Value::from(key.as_str()).to_string().as_bytes());
+            push_json_string(&mut out, key);
             out.push(b':');
-            out.extend_from_slice(value.get().as_bytes());
+            out.extend_from_slice(value.as_bytes());
         }
         out.push(b'}');
         out
@@ -437,9 +547,96 @@ fn null() -> Box<RawValue> {
     RawValue::NULL.to_owned()
 }
 
+/// `s` as a JSON string: quoted, escaped where JSON requires it.
+fn json_string(s: &str) -> String {
+    let mut out = Vec::with_capacity(s.len() + 2);
+    push_json_string(&mut out, s);
+    // Only valid UTF-8 was written: `s` itself, quotes and ASCII escapes.
+    String::from_utf8(out).unwrap_or_default()
+}
+
+/// Append `s` as a JSON string. A string with nothing to escape (the common case: keys,
+/// model names) is copied between quotes; anything else goes through serde_json's escaping.
+fn push_json_string(out: &mut Vec<u8>, s: &str) {
+    if s.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\') {
+        out.push(b'"');
+        out.extend_from_slice(s.as_bytes());
+        out.push(b'"');
+    } else if serde_json::to_writer(&mut *out, s).is_err() {
+        // Writing a `str` into a `Vec` cannot fail; nothing to recover.
+    }
+}
+
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
-    use super::quoted_keys;
+    use super::*;
+
+    /// The body's bytes are what serde_json writes for the same map of raw values, keys that
+    /// need escapes included.
+    #[test]
+    fn to_bytes_is_serde_jsons_encoding_of_the_fields() {
+        let mut body = ChatBody::new("gpt-\"4o\"\u{1}é", Vec::new(), true);
+        body.insert("a\\b", &serde_json::json!({"x": [1, "y"]}));
+        body.insert("tab\tkey", &Value::Null);
+        body.merge_object("extra-body-json", r#"{"top_k": 5, "n":1.50}"#)
+            .unwrap();
+        let expected: BTreeMap<&str, &RawValue> = body
+            .fields
+            .iter()
+            .map(|(k, v)| (k.as_ref(), serde_json::from_str(v).unwrap()))
+            .collect();
+        assert_eq!(body.to_bytes(), serde_json::to_vec(&expected).unwrap());
+        assert_eq!(body.get("model"), Some(r#""gpt-\"4o\"\u0001é""#));
+        assert_eq!(body.get("n"), Some("1.50"));
+    }
+
+    /// `messages_array` writes what parsing, stripping each message and `ChatBody::new` give.
+    #[test]
+    fn messages_array_is_parse_strip_and_join() {
+        let texts = [
+            "[]",
+            " [ ] ",
+            r#"[{"role":"user","content":"hi"}]"#,
+            r#"[ {"role":"user", "content":[{"type":"text","text":"a","cache_control":{"type":"ephemeral"}}]} ,
+                {"role":"assistant","content":"b","reasoning_content":"r","reasoning_details":[]},
+                {"role":"tool","tool_call_id":"t","content":"c","is_error":false} ]"#,
+            r#"[{"role":"user","content":"say \"is_error\""}, 5, "x", null]"#,
+        ];
+        for text in texts {
+            for (gateway, reasoning_content) in
+                [(false, false), (true, false), (false, true), (true, true)]
+            {
+                let keep = Extensions {
+                    gateway,
+                    reasoning_content,
+                };
+                let mut parsed = parse_messages(text).unwrap();
+                for m in &mut parsed {
+                    strip_extensions(m, keep);
+                }
+                let old = ChatBody::new("m", parsed, false).to_bytes();
+                let new =
+                    ChatBody::with_messages_array("m", messages_array(text, keep).unwrap(), false)
+                        .to_bytes();
+                assert_eq!(
+                    String::from_utf8(new).unwrap(),
+                    String::from_utf8(old).unwrap()
+                );
+            }
+        }
+        let err = messages_array(
+            "{}",
+            Extensions {
+                gateway: false,
+                reasoning_content: false,
+            },
+        );
+        assert_eq!(
+            err.unwrap_err().to_string(),
+            "messages-json: expected a JSON array of messages"
+        );
+    }
 
     /// The one-pass scan answers exactly what one `contains` per key answers, on texts
     /// built from the keys, their prefixes, escaped quotes and quotes at either end.

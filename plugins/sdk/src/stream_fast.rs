@@ -2,9 +2,9 @@
 //! common shape — an object with `model`, `choices[].delta` (a chunk) or `choices[].message`
 //! (a whole response) with role, content, reasoning and refusal, `finish_reason`, the
 //! pass-through fields `system_fingerprint`, `service_tier`, `logprobs` and `function_call`
-//! borrowed raw, no other key, and no `error` or `tool_calls` (nor `usage`, in a chunk) —
-//! read into borrowed typed structs instead of a
-//! `serde_json::Value` tree (no map, key or string allocations). Anything else, including a
+//! borrowed raw, `usage` (read by [`usage_from_text`]), no other key, and no `error` or
+//! `tool_calls` — read into borrowed typed structs instead of a `serde_json::Value` tree (no
+//! map, key or string allocations). Anything else, including a
 //! field of an unexpected type or a duplicate key, is declined and the caller falls back to
 //! the `Value` path, so the deltas are always exactly the ones that path would give.
 
@@ -15,7 +15,7 @@ use serde::de::IgnoredAny;
 use serde_json::Value;
 use serde_json::value::RawValue;
 
-use crate::fields::{finish_reason_from_str, usage_from_json};
+use crate::fields::{finish_reason_from_str, usage_from_text};
 use crate::passthrough::{self, ObjectText};
 use crate::{Delta, ThinkSplitter};
 
@@ -145,11 +145,20 @@ pub(crate) fn parse_common(
     let Ok(chunk) = serde_json::from_str::<Chunk<'_>>(data) else {
         return false;
     };
-    if chunk.error.is_some() || chunk.usage.is_some() {
+    if chunk.error.is_some() {
         return false;
     }
     let Some(choice) = common_choice(&chunk, |c| &c.delta) else {
         return false;
+    };
+    // The last chunk of a stream carries usage (`stream_options.include_usage`): read typed
+    // when common, else through the Value path, as a whole response's.
+    let usage = match chunk.usage {
+        Some(raw) => match usage_from_text(raw.get()) {
+            Ok(usage) => usage,
+            Err(_) => return false,
+        },
+        None => None,
     };
     if !*model_seen && let Some(model) = text(&chunk.model) {
         *model_seen = true;
@@ -163,6 +172,9 @@ pub(crate) fn parse_common(
     if let Some(choice) = choice {
         push_common(choice, choice.delta.as_ref(), think, out);
     }
+    if let Some(usage) = usage {
+        out.push(Delta::Usage(usage));
+    }
     true
 }
 
@@ -175,7 +187,12 @@ pub(crate) fn parse_response_common(
     think: Option<&mut ThinkSplitter>,
     out: &mut Vec<Delta>,
 ) -> bool {
-    let Ok(response) = serde_json::from_slice::<Chunk<'_>>(body) else {
+    // UTF-8 checked once for the whole body, not once per borrowed string (`from_slice`);
+    // a body that is not UTF-8 is declined, and the `Value` path refuses it.
+    let Ok(body) = std::str::from_utf8(body) else {
+        return false;
+    };
+    let Ok(response) = serde_json::from_str::<Chunk<'_>>(body) else {
         return false;
     };
     if response.error.is_some() || response.choices.is_none() {
@@ -184,10 +201,10 @@ pub(crate) fn parse_response_common(
     let Some(choice) = common_choice(&response, |c| &c.message) else {
         return false;
     };
-    // `usage` is small: read through the Value path, so every odd form reads the same.
+    // Typed when common, else through the Value path, so every odd form reads the same.
     let usage = match response.usage {
-        Some(raw) => match serde_json::from_str::<Value>(raw.get()) {
-            Ok(v) => usage_from_json(&v),
+        Some(raw) => match usage_from_text(raw.get()) {
+            Ok(usage) => usage,
             Err(_) => return false,
         },
         None => None,
@@ -354,11 +371,18 @@ mod tests {
                 false,
             ),
             (r#"{"choices":[{"index":0,"delta":{"refusal":5}}]}"#, false),
-            // Declined: usage, errors, tool calls, odd types, duplicate keys.
+            // Usage, typed or (odd counts) through the Value path, after the choice's deltas.
             (
-                r#"{"choices":[],"usage":{"prompt_tokens":8,"completion_tokens":2}}"#,
-                false,
+                r#"{"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[],"usage":{"prompt_tokens":8,"completion_tokens":2,"total_tokens":10}}"#,
+                true,
             ),
+            (
+                r#"{"choices":[{"index":0,"delta":{"content":"x"},"finish_reason":"stop"}],"usage":{"prompt_tokens":8.0,"completion_tokens":"2","prompt_tokens_details":{"cached_tokens":3},"completion_tokens_details":{"reasoning_tokens":1}}}"#,
+                true,
+            ),
+            (r#"{"choices":[],"usage":{}}"#, true),
+            (r#"{"choices":[],"usage":7}"#, true),
+            // Declined: errors, tool calls, odd types, duplicate keys.
             (
                 r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{"}}]}}]}"#,
                 false,
