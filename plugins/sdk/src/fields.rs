@@ -3,6 +3,7 @@
 //! of an unexpected type is treated as absent, never as an error.
 
 use serde_json::Value;
+use serde_json::value::RawValue;
 
 use crate::{FinishReason, ToolCallDelta, Usage};
 
@@ -79,58 +80,87 @@ pub fn usage_from_json(usage: &Value) -> Option<Usage> {
 }
 
 /// [`usage_from_json`] of a `usage` object's JSON text, without building a `Value` tree when
-/// the object has the common form (integer counts, detail objects or `null`): the typed read
-/// below answers it, and anything it declines — a float or negative count, a count of another
-/// type, a duplicate key, a `usage` that is not an object — goes through the `Value` path, so
-/// the answer is always the one [`usage_from_json`] gives.
+/// the object has the common form: the typed read below answers it. It takes only an object
+/// whose every key it names and whose every value it reads through a checking deserializer
+/// (integer counts, detail objects of integer counts, `null`); anything else — a float or
+/// negative count, a string, an unknown key, a duplicate key, an array where an object
+/// belongs — goes through the `Value` path, so the answer (and whether the text is refused) is
+/// always the one [`usage_from_json`] after `serde_json::from_str::<Value>` gives.
 ///
 /// Errors: `text` is not JSON.
 pub(crate) fn usage_from_text(text: &str) -> Result<Option<Usage>, serde_json::Error> {
-    if let Ok(wire) = serde_json::from_str::<UsageWire>(text) {
-        return Ok(wire.usage());
+    // Derived structs also read a JSON array (one element per field): only objects are taken.
+    if text.starts_with('{')
+        && let Ok(wire) = serde_json::from_str::<UsageWire<'_>>(text)
+        && let Some(usage) = wire.usage()
+    {
+        return Ok(usage);
     }
     serde_json::from_str::<Value>(text).map(|v| usage_from_json(&v))
 }
 
-/// The common form of a `usage` object. Keys not named here are skipped; a named one of
-/// another type fails the read (and [`usage_from_text`] falls back).
+/// The common form of a `usage` object (OpenAI's and DeepSeek's keys). Every key is named and
+/// every count typed, so nothing is skipped unchecked: a key not named here, or a value of
+/// another type, fails the read (and [`usage_from_text`] falls back).
 #[derive(serde::Deserialize)]
-struct UsageWire {
+#[serde(deny_unknown_fields)]
+struct UsageWire<'a> {
     prompt_tokens: Option<u64>,
     completion_tokens: Option<u64>,
+    #[serde(rename = "total_tokens")]
+    _total_tokens: Option<u64>,
     prompt_cache_hit_tokens: Option<u64>,
-    prompt_tokens_details: Option<UsageDetailsWire>,
-    completion_tokens_details: Option<UsageDetailsWire>,
+    #[serde(rename = "prompt_cache_miss_tokens")]
+    _prompt_cache_miss_tokens: Option<u64>,
+    #[serde(borrow)]
+    prompt_tokens_details: Option<&'a RawValue>,
+    #[serde(borrow)]
+    completion_tokens_details: Option<&'a RawValue>,
 }
 
-/// `prompt_tokens_details` / `completion_tokens_details`: only the count each is read for.
+/// `prompt_tokens_details` / `completion_tokens_details` with OpenAI's keys, all counts.
 #[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 struct UsageDetailsWire {
     cached_tokens: Option<u64>,
     reasoning_tokens: Option<u64>,
+    #[serde(rename = "audio_tokens")]
+    _audio_tokens: Option<u64>,
+    #[serde(rename = "accepted_prediction_tokens")]
+    _accepted_prediction_tokens: Option<u64>,
+    #[serde(rename = "rejected_prediction_tokens")]
+    _rejected_prediction_tokens: Option<u64>,
 }
 
-impl UsageWire {
-    /// The same answer [`usage_from_json`] gives for the same object.
-    fn usage(&self) -> Option<Usage> {
+/// A details value read typed: `Some(None)` when absent or `null`, `Some(details)` for an
+/// object of the common form, `None` (decline) for anything else.
+fn details(raw: Option<&RawValue>) -> Option<Option<UsageDetailsWire>> {
+    match raw.map(RawValue::get) {
+        None | Some("null") => Some(None),
+        Some(text) if text.starts_with('{') => serde_json::from_str(text).ok().map(Some),
+        Some(_) => None,
+    }
+}
+
+impl UsageWire<'_> {
+    /// The same answer [`usage_from_json`] gives for the same object, or `None` when a
+    /// details value is not of the common form (the caller falls back).
+    fn usage(&self) -> Option<Option<Usage>> {
+        let prompt_details = details(self.prompt_tokens_details)?;
+        let completion_details = details(self.completion_tokens_details)?;
         if self.prompt_tokens.is_none() && self.completion_tokens.is_none() {
-            return None;
+            return Some(None);
         }
-        let cached = self
-            .prompt_tokens_details
-            .as_ref()
+        let cached = prompt_details
             .and_then(|d| d.cached_tokens)
             .or(self.prompt_cache_hit_tokens);
-        Some(Usage {
+        Some(Some(Usage {
             prompt_tokens: self.prompt_tokens.unwrap_or(0),
             completion_tokens: self.completion_tokens.unwrap_or(0),
             cached_prompt_tokens: cached,
-            reasoning_tokens: self
-                .completion_tokens_details
-                .as_ref()
-                .and_then(|d| d.reasoning_tokens),
+            reasoning_tokens: completion_details.and_then(|d| d.reasoning_tokens),
             cache_write_tokens: None,
-        })
+        }))
     }
 }
 
@@ -273,6 +303,14 @@ mod tests {
             r#"{"prompt_tokens":8,"completion_tokens":6,"total_tokens":14}"#.to_owned(),
             r#"{"prompt_tokens":8,"prompt_tokens_details":null,"completion_tokens_details":7}"#.to_owned(),
             r#"{"completion_tokens":1,"prompt_tokens_details":{"cached_tokens":2,"cached_tokens":3}}"#.to_owned(),
+            // Arrays where objects belong (a derived struct would read them by position).
+            "[8,2,null,null,null,null,null]".to_owned(),
+            r#"{"prompt_tokens":1,"completion_tokens_details":[null,5]}"#.to_owned(),
+            r#"{"prompt_tokens":1,"prompt_tokens_details":[3,null]}"#.to_owned(),
+            r#"{"prompt_tokens":1,"prompt_tokens_details":"x","completion_tokens_details":0}"#.to_owned(),
+            // Keys of other APIs' usage objects, and OpenAI's full form.
+            r#"{"prompt_tokens":1,"input_tokens":9}"#.to_owned(),
+            r#"{"prompt_tokens":19,"completion_tokens":10,"total_tokens":29,"prompt_cache_hit_tokens":3,"prompt_cache_miss_tokens":16,"prompt_tokens_details":{"cached_tokens":0,"audio_tokens":0},"completion_tokens_details":{"reasoning_tokens":0,"audio_tokens":0,"accepted_prediction_tokens":0,"rejected_prediction_tokens":0}}"#.to_owned(),
         ];
         for a in counts {
             for b in counts {
@@ -292,7 +330,7 @@ mod tests {
                         field("cached_tokens", a)
                     ),
                     format!(
-                        r#""completion_tokens_details":{{{}"x":[1]}},"#,
+                        r#""completion_tokens_details":{{{}"accepted_prediction_tokens":0}},"#,
                         field("reasoning_tokens", b)
                     ),
                 ]
@@ -321,6 +359,16 @@ mod tests {
             texts.len()
         );
         assert!(usage_from_text("{").is_err());
+        // What the `Value` parser refuses stays refused, even under a key the answer ignores.
+        for refused in [
+            r#"{"prompt_tokens":1,"x":1e400}"#,
+            r#"{"prompt_tokens":1,"total_tokens":1e400}"#,
+            r#"{"prompt_tokens":1,"x":"\ud800"}"#,
+            r#"{"prompt_tokens":1,"completion_tokens_details":{"x":1e400}}"#,
+        ] {
+            assert!(serde_json::from_str::<Value>(refused).is_err(), "{refused}");
+            assert!(usage_from_text(refused).is_err(), "{refused}");
+        }
         assert_eq!(
             usage_from_text(r#"{"prompt_tokens":3.0,"completion_tokens":2}"#).unwrap(),
             Some(Usage {

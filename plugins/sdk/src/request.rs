@@ -189,7 +189,8 @@ pub fn messages_array(messages_json: &str, keep: Extensions) -> Result<String, J
     Ok(out)
 }
 
-/// Append `message` to an array [`messages_array`] wrote (a text that ends in `]`).
+/// Append `message` to an array [`messages_array`] wrote (a JSON array's text: `[`, the
+/// messages, `]`; any other text gives invalid JSON).
 ///
 /// # Example
 /// ```
@@ -317,9 +318,10 @@ pub fn prefill_message(prefill: &str, flag: Option<&str>) -> Box<RawValue> {
 /// ```
 #[derive(Debug, Clone, Default)]
 pub struct ChatBody {
-    /// Top-level key → the JSON text of its value. Every text is valid JSON by construction
-    /// (serialized here, or read as a raw value), so it is stored as text, not re-checked;
-    /// the contract's own keys and constant values are borrowed, not allocated.
+    /// Top-level key → the JSON text of its value: serialized here, read as a raw value, or
+    /// (`messages`) the array [`ChatBody::with_messages_array`]'s caller gives, so it is stored
+    /// as text, not re-checked; the contract's own keys and constant values are borrowed, not
+    /// allocated.
     fields: BTreeMap<Cow<'static, str>, Cow<'static, str>>,
 }
 
@@ -451,9 +453,13 @@ impl ChatBody {
         json: &str,
         also_skip: &[&str],
     ) -> Result<Vec<String>, JsonFieldError> {
-        // Empty text and the empty object (what the host sends when nothing is set) merge
-        // nothing: not parsed.
-        if matches!(json.trim(), "" | "{}") {
+        if json.trim().is_empty() {
+            return Ok(Vec::new());
+        }
+        // The empty object (what the host sends when nothing is set) merges nothing: not
+        // parsed. Only JSON's own whitespace around it (`str::trim` takes Unicode's, which
+        // serde_json refuses).
+        if json.trim_matches([' ', '\t', '\n', '\r']) == "{}" {
             return Ok(Vec::new());
         }
         let object: BTreeMap<String, Box<RawValue>> =
@@ -589,6 +595,13 @@ mod tests {
         assert_eq!(body.to_bytes(), serde_json::to_vec(&expected).unwrap());
         assert_eq!(body.get("model"), Some(r#""gpt-\"4o\"\u0001é""#));
         assert_eq!(body.get("n"), Some("1.50"));
+        // The empty object is skipped unparsed only with JSON's whitespace around it; other
+        // whitespace is still refused, as serde_json refuses it.
+        assert_eq!(body.merge_overlay(" \t{}\r\n"), Ok(Vec::new()));
+        for bad in ["\u{a0}{}", "{}\u{c}", "{}x"] {
+            let err = body.merge_overlay(bad).unwrap_err();
+            assert!(err.problem.starts_with("invalid JSON"), "{bad}: {err}");
+        }
     }
 
     /// `messages_array` writes what parsing, stripping each message and `ChatBody::new` give.

@@ -6,7 +6,11 @@
 //! `tool_calls` — read into borrowed typed structs instead of a `serde_json::Value` tree (no
 //! map, key or string allocations). Anything else, including a
 //! field of an unexpected type or a duplicate key, is declined and the caller falls back to
-//! the `Value` path, so the deltas are always exactly the ones that path would give.
+//! the `Value` path, so the deltas are always exactly the ones that path would give for a text
+//! it accepts. (One difference remains: `id`, `object`, `created` and the raw pass-through
+//! fields are skipped or passed on without the checks the `Value` parser makes — a number out
+//! of `f64`'s range, a lone surrogate escape — so a chunk carrying such a value there is taken
+//! here where that path would refuse it.)
 
 use std::borrow::Cow;
 
@@ -382,6 +386,16 @@ mod tests {
             ),
             (r#"{"choices":[],"usage":{}}"#, true),
             (r#"{"choices":[],"usage":7}"#, true),
+            (r#"{"choices":[],"usage":[8,2,null,null,null]}"#, true),
+            (
+                r#"{"choices":[],"usage":{"prompt_tokens":1,"completion_tokens_details":[null,5]}}"#,
+                true,
+            ),
+            // A usage the Value parser refuses: declined, and refused on both paths.
+            (
+                r#"{"choices":[],"usage":{"prompt_tokens":1,"x":1e400}}"#,
+                false,
+            ),
             // Declined: errors, tool calls, odd types, duplicate keys.
             (
                 r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{"}}]}}]}"#,
