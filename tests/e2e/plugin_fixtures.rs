@@ -129,7 +129,8 @@ pub async fn plugin_check(args: &[&str]) -> (i32, String, String) {
 }
 
 /// Every file under `dir` (recursively), sorted, except wasmtime's cache statistics
-/// (`*.stats`): the compiled artifacts of a compile-cache directory.
+/// (`*.stats`) and its work-in-progress files (`*.wip-*`): the compiled artifacts of a
+/// compile-cache directory.
 pub fn cache_files(dir: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
     let mut stack = vec![dir.to_path_buf()];
@@ -138,8 +139,18 @@ pub fn cache_files(dir: &Path) -> Vec<PathBuf> {
             let p = e.path();
             if p.is_dir() {
                 stack.push(p);
-            } else if !p.to_string_lossy().ends_with(".stats") {
-                out.push(p);
+            } else {
+                let name = p
+                    .file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_default();
+                // Not artifacts: wasmtime's usage statistics, and its work-in-progress files
+                // (`*.wip-atomic-write-stats` while a statistics file is rewritten by its
+                // background worker, `.cleanup.wip-<pid>` while it cleans up), which come and
+                // go on that worker's schedule, not the start's.
+                if !name.ends_with(".stats") && !name.contains(".wip-") {
+                    out.push(p);
+                }
             }
         }
     }
