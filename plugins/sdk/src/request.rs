@@ -174,19 +174,25 @@ fn stripped(text: &str, keep: Extensions) -> Option<Box<RawValue>> {
 pub fn messages_array(messages_json: &str, keep: Extensions) -> Result<String, JsonFieldError> {
     let messages: Vec<&RawValue> = serde_json::from_str(messages_json)
         .map_err(|e| json_error("messages-json", "a JSON array of messages", &e))?;
-    let mut out = String::with_capacity(messages_json.len());
+    let messages = messages.iter().map(|m| match stripped(m.get(), keep) {
+        Some(rewritten) => Cow::Owned(String::from(Box::<str>::from(rewritten))),
+        None => Cow::Borrowed(m.get()),
+    });
+    Ok(array_text(messages, messages_json.len()))
+}
+
+/// The JSON array of `items` (each a JSON text), in a buffer of `capacity` bytes to start.
+fn array_text<'a>(items: impl Iterator<Item = Cow<'a, str>>, capacity: usize) -> String {
+    let mut out = String::with_capacity(capacity);
     out.push('[');
-    for (i, message) in messages.iter().enumerate() {
+    for (i, item) in items.enumerate() {
         if i > 0 {
             out.push(',');
         }
-        match stripped(message.get(), keep) {
-            Some(rewritten) => out.push_str(rewritten.get()),
-            None => out.push_str(message.get()),
-        }
+        out.push_str(&item);
     }
     out.push(']');
-    Ok(out)
+    out
 }
 
 /// Append `message` to an array [`messages_array`] wrote (a JSON array's text: `[`, the
@@ -337,16 +343,8 @@ impl ChatBody {
     /// assert_eq!(body.to_bytes(), br#"{"messages":[],"model":"m","stream":false}"#);
     /// ```
     pub fn new(model: &str, messages: Vec<Box<RawValue>>, stream: bool) -> Self {
-        let mut array =
-            String::with_capacity(2 + messages.iter().map(|m| m.get().len() + 1).sum::<usize>());
-        array.push('[');
-        for (i, m) in messages.iter().enumerate() {
-            if i > 0 {
-                array.push(',');
-            }
-            array.push_str(m.get());
-        }
-        array.push(']');
+        let capacity = 2 + messages.iter().map(|m| m.get().len() + 1).sum::<usize>();
+        let array = array_text(messages.iter().map(|m| Cow::Borrowed(m.get())), capacity);
         Self::with_messages_array(model, array, stream)
     }
 
@@ -362,7 +360,7 @@ impl ChatBody {
     /// ```
     pub fn with_messages_array(model: &str, messages: String, stream: bool) -> Self {
         let mut fields = BTreeMap::new();
-        fields.insert(Cow::Borrowed("model"), Cow::Owned(json_string(model)));
+        fields.insert(Cow::Borrowed("model"), Cow::Owned(json_text(model)));
         fields.insert(Cow::Borrowed("messages"), Cow::Owned(messages));
         fields.insert(
             Cow::Borrowed("stream"),
@@ -388,10 +386,8 @@ impl ChatBody {
     /// assert_eq!(body.get("enable_thinking"), Some("true"));
     /// ```
     pub fn insert(&mut self, key: &str, value: &Value) {
-        self.fields.insert(
-            Cow::Owned(key.to_owned()),
-            Cow::Owned(String::from(Box::<str>::from(raw(value)))),
-        );
+        self.fields
+            .insert(Cow::Owned(key.to_owned()), Cow::Owned(json_text(value)));
     }
 
     /// The JSON text of a top-level key, if set.
@@ -499,7 +495,8 @@ impl ChatBody {
             if i > 0 {
                 out.push(b',');
             }
-            push_json_string(&mut out, key);
+            // Writing into a `Vec` cannot fail.
+            let _ = serde_json::to_writer(&mut out, key.as_ref());
             out.push(b':');
             out.extend_from_slice(value.as_bytes());
         }
@@ -553,24 +550,9 @@ fn null() -> Box<RawValue> {
     RawValue::NULL.to_owned()
 }
 
-/// `s` as a JSON string: quoted, escaped where JSON requires it.
-fn json_string(s: &str) -> String {
-    let mut out = Vec::with_capacity(s.len() + 2);
-    push_json_string(&mut out, s);
-    // Only valid UTF-8 was written: `s` itself, quotes and ASCII escapes.
-    String::from_utf8(out).unwrap_or_default()
-}
-
-/// Append `s` as a JSON string. A string with nothing to escape (the common case: keys,
-/// model names) is copied between quotes; anything else goes through serde_json's escaping.
-fn push_json_string(out: &mut Vec<u8>, s: &str) {
-    if s.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\') {
-        out.push(b'"');
-        out.extend_from_slice(s.as_bytes());
-        out.push(b'"');
-    } else if serde_json::to_writer(&mut *out, s).is_err() {
-        // Writing a `str` into a `Vec` cannot fail; nothing to recover.
-    }
+/// A value's JSON text, as [`raw`] serializes it (and with the same `null` fallback).
+fn json_text<T: serde::Serialize + ?Sized>(value: &T) -> String {
+    serde_json::to_string(value).unwrap_or_else(|_| "null".to_owned())
 }
 
 #[cfg(test)]
