@@ -5,6 +5,7 @@ or with `--stream` streamed ones (the mock upstream's default answer as SSE chun
 Usage (README, "Benchmark"):
 
     python3 host/src/bench/instructions.py target/release/polygateway [--requests 3000] [--stream]
+        [--chunks 64]
 
 Starts the binary's mock upstream and `serve` (the default configuration `polygateway bench`
 measures: SQLite telemetry, the memory limiter with every gate on, the breaker, a static
@@ -33,6 +34,7 @@ up to `--attempts` times; the counts come from one run that answered every call.
 import argparse
 import collections
 import http.client
+import json
 import os
 import re
 import socket
@@ -145,15 +147,20 @@ def by_component(out_file):
     return total, parts
 
 
-def measure(exe, requests, body):
+def measure(exe, requests, body, chunks=None):
     """One run: `(answered, its directory, callgrind output file, serve log, SSE events per
-    answer)`."""
+    answer)`. `chunks`: the mock's answer is `chunks` words sent as `chunks` content chunks
+    (its script's `then`), instead of its default answer."""
     work = tempfile.mkdtemp(prefix="pgw-instructions-")
     up, gw = free_port(), free_port()
-    upstream = subprocess.Popen(
-        [exe, "mock-upstream", "--listen", f"127.0.0.1:{up}"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )
+    mock = [exe, "mock-upstream", "--listen", f"127.0.0.1:{up}"]
+    if chunks is not None:
+        script = os.path.join(work, "script.json")
+        with open(script, "w") as f:
+            words = " ".join(f"w{i}" for i in range(chunks))
+            json.dump({"default": {"steps": [], "then": {"content": words, "chunks": chunks}}}, f)
+        mock += ["--script", script]
+    upstream = subprocess.Popen(mock, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     # The gateway's configuration is `gateway_env(.., governance: true)` of `bench/mod.rs`
     # (what `polygateway bench` calls the default configuration); keep the two alike.
     env = {
@@ -207,12 +214,14 @@ def main():
     ap.add_argument("--attempts", type=int, default=5)
     ap.add_argument("--stream", action="store_true",
                     help="streamed calls instead of non-streamed ones")
+    ap.add_argument("--chunks", type=int, default=None,
+                    help="the mock's answer as this many content chunks (default: its own)")
     args = ap.parse_args()
     body, kind = (STREAM_BODY, "streamed") if args.stream else (BODY, "non-streamed")
     exe = os.path.abspath(args.binary)
     n = args.requests
     for attempt in range(1, args.attempts + 1):
-        answered, work, out_file, log_path, events = measure(exe, n, body)
+        answered, work, out_file, log_path, events = measure(exe, n, body, args.chunks)
         if answered == n:
             break
         with open(log_path, errors="replace") as log:

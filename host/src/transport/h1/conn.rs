@@ -3,6 +3,11 @@
 //! head is awaited ([`send`]) and while the body is read ([`H1Body`]). A body read to its end
 //! on a connection that stays open returns the connection to its origin's pool; a body
 //! dropped before its end closes the connection (its unread bytes make it unusable).
+//!
+//! A read hands over every body byte already received, not one HTTP chunk: an upstream
+//! writes an SSE stream one event per chunk, and a burst of events arrives in one socket
+//! read, which the caller then frames and parses in one pass (one guest call per read
+//! instead of one per event).
 
 use std::future::{Future, poll_fn};
 use std::pin::{Pin, pin};
@@ -134,6 +139,11 @@ pub(super) async fn send(
     }
 }
 
+/// Bytes after which one [`H1Body::chunk`] stops joining the chunks already received: a
+/// burst of SSE events is handed over (and parsed) together, and what one read holds stays
+/// bounded (by this plus one chunk).
+pub(crate) const JOIN_MAX_BYTES: usize = 64 * 1024;
+
 /// A response body read in the caller's task, which drives the connection as it reads.
 pub(crate) struct H1Body {
     body: Incoming,
@@ -141,6 +151,9 @@ pub(crate) struct H1Body {
     conn: Option<Box<Conn>>,
     queue: Arc<Queue>,
     ended: bool,
+    /// A failure met while joining chunks, after bytes that were handed over first: the
+    /// next read returns it.
+    failed: Option<hyper::Error>,
 }
 
 impl H1Body {
@@ -150,6 +163,7 @@ impl H1Body {
             conn,
             queue,
             ended: false,
+            failed: None,
         }
     }
 
@@ -158,15 +172,47 @@ impl H1Body {
         self.body.size_hint().exact()
     }
 
-    /// The next bytes of the body; `None` at its end (then the connection, if still open,
-    /// goes back to the pool).
+    /// The next bytes of the body: the next chunk joined with every chunk already received
+    /// after it (joining stops once [`JOIN_MAX_BYTES`] are held), never waiting for more;
+    /// `None` at its end (then the connection, if still open, goes back to the pool).
     ///
-    /// Errors: the connection failed or closed before the body's end.
+    /// Errors: the connection failed or closed before the body's end (after the bytes
+    /// received before the failure were returned).
     pub(crate) async fn chunk(&mut self) -> Result<Option<Bytes>, hyper::Error> {
+        if let Some(e) = self.failed.take() {
+            return Err(e);
+        }
         if self.ended {
             return Ok(None);
         }
-        poll_fn(|cx| self.poll_chunk(cx)).await
+        poll_fn(|cx| self.poll_joined(cx)).await
+    }
+
+    /// The next chunk and those that follow it without waiting, as one buffer; an end or a
+    /// failure met after the first chunk is kept for the next read.
+    fn poll_joined(&mut self, cx: &mut Context<'_>) -> Poll<Result<Option<Bytes>, hyper::Error>> {
+        let first = match self.poll_chunk(cx) {
+            Poll::Ready(Ok(Some(first))) => first,
+            other => return other,
+        };
+        let mut joined: Option<Vec<u8>> = None;
+        while joined.as_ref().map_or(first.len(), Vec::len) < JOIN_MAX_BYTES {
+            match self.poll_chunk(cx) {
+                Poll::Pending | Poll::Ready(Ok(None)) => break,
+                Poll::Ready(Err(e)) => {
+                    self.failed = Some(e);
+                    break;
+                }
+                Poll::Ready(Ok(Some(next))) => joined
+                    .get_or_insert_with(|| {
+                        let mut v = Vec::with_capacity(2 * (first.len() + next.len()));
+                        v.extend_from_slice(&first);
+                        v
+                    })
+                    .extend_from_slice(&next),
+            }
+        }
+        Poll::Ready(Ok(Some(joined.map_or(first, Bytes::from))))
     }
 
     fn poll_chunk(&mut self, cx: &mut Context<'_>) -> Poll<Result<Option<Bytes>, hyper::Error>> {

@@ -336,6 +336,91 @@ async fn chunks_of_a_streamed_body_arrive_as_sent_and_the_connection_is_reused()
 }
 
 #[tokio::test]
+async fn chunks_already_received_are_read_at_once() {
+    let server = Server::start(|_| {
+        Reply::Keep(
+            b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n\
+              b\r\ndata: one\n\n\r\nb\r\ndata: two\n\n\r\nd\r\ndata: three\n\n\r\n0\r\n\r\n"
+                .to_vec(),
+        )
+    })
+    .await;
+    let client = H1Client::new().unwrap();
+    let url = server.url("/v1/stream");
+    let mut resp = post_json(&client, &url).await.unwrap();
+    assert_eq!(
+        resp.body.chunk().await.unwrap(),
+        Some(Bytes::from("data: one\n\ndata: two\n\ndata: three\n\n"))
+    );
+    // The end was met while joining: the connection is back in the pool already.
+    assert_eq!(client.idle(&url), 1);
+    assert_eq!(resp.body.chunk().await.unwrap(), None);
+    assert_eq!(resp.body.chunk().await.unwrap(), None);
+}
+
+#[tokio::test]
+async fn a_failure_met_while_joining_comes_after_the_bytes_before_it() {
+    let server = Server::start(|_| {
+        Reply::Close(
+            b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n4\r\nabcd\r\n4\r\nefgh\r\n"
+                .to_vec(),
+        )
+    })
+    .await;
+    let client = H1Client::new().unwrap();
+    let url = server.url("/v1/x");
+    let mut resp = get(&client, &url).await.unwrap();
+    let mut got = Vec::new();
+    let err = loop {
+        match resp.body.chunk().await {
+            Ok(Some(b)) => got.extend_from_slice(&b),
+            Ok(None) => panic!("a body cut inside its chunks ended as if complete"),
+            Err(e) => break e,
+        }
+    };
+    assert_eq!(got, b"abcdefgh");
+    assert_eq!(
+        crate::transport::client::error_chain(&err),
+        "error reading a body from connection: unexpected EOF during chunk size line"
+    );
+    assert_eq!(client.idle(&url), 0);
+}
+
+#[tokio::test]
+async fn a_joined_read_is_bounded() {
+    const CHUNK: usize = 4096;
+    const CHUNKS: usize = 48;
+    let server = Server::start(|_| {
+        let mut r = b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n".to_vec();
+        for i in 0..CHUNKS {
+            r.extend_from_slice(format!("{CHUNK:x}\r\n").as_bytes());
+            r.extend(std::iter::repeat_n(b'a' + (i % 26) as u8, CHUNK));
+            r.extend_from_slice(b"\r\n");
+        }
+        r.extend_from_slice(b"0\r\n\r\n");
+        Reply::Keep(r)
+    })
+    .await;
+    let client = H1Client::new().unwrap();
+    let url = server.url("/v1/x");
+    let mut resp = get(&client, &url).await.unwrap();
+    let mut got = Vec::new();
+    while let Some(b) = resp.body.chunk().await.unwrap() {
+        assert!(
+            b.len() < super::conn::JOIN_MAX_BYTES + CHUNK,
+            "one read held {} bytes",
+            b.len()
+        );
+        got.extend_from_slice(&b);
+    }
+    let expected: Vec<u8> = (0..CHUNKS)
+        .flat_map(|i| std::iter::repeat_n(b'a' + (i % 26) as u8, CHUNK))
+        .collect();
+    assert_eq!(got, expected);
+    assert_eq!(client.idle(&url), 1);
+}
+
+#[tokio::test]
 async fn a_body_cut_short_is_an_error() {
     let server = Server::start(|_| {
         Reply::Close(b"HTTP/1.1 200 OK\r\ncontent-length: 10\r\n\r\nabcd".to_vec())
