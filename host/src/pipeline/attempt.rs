@@ -126,11 +126,13 @@ async fn run_inner(
             Err(c) => return Err(classified_failure(c)),
         };
         check_passthroughs(&mut deltas, source, "parse-response")?;
-        let now = Instant::now();
+        // The whole body arrived at once: one arrival (a time to first token, no gaps).
+        let mut token = false;
         for d in &deltas {
-            if acc.apply(d) {
-                wd.on_token(now);
-            }
+            token |= acc.apply(d);
+        }
+        if token {
+            wd.on_token(Instant::now());
         }
         if acc.is_empty_completion() {
             return Err(transient("empty completion", "empty_completion"));

@@ -88,6 +88,8 @@ pub struct Watchdog {
     limits: TimeoutSettings,
     first_token: Option<Instant>,
     last_token: Option<Instant>,
+    /// Whether a second token arrived (possibly at the same instant, in the same read).
+    second_token: bool,
     max_gap: Duration,
 }
 
@@ -99,6 +101,7 @@ impl Watchdog {
             limits,
             first_token: None,
             last_token: None,
+            second_token: false,
             max_gap: Duration::ZERO,
         }
     }
@@ -127,12 +130,16 @@ impl Watchdog {
         self.started + self.limits.total
     }
 
-    /// A token (content, reasoning or tool-call fragment) arrived at `now`.
+    /// A token (content, reasoning or tool-call fragment) arrived at `now`. Tokens of one
+    /// upstream read arrive at the same instant: a stream read whole has a longest gap of
+    /// zero. A non-streamed answer reports one arrival for its whole body (its tokens have
+    /// no gaps to measure).
     pub fn on_token(&mut self, now: Instant) {
         if self.first_token.is_none() {
             self.first_token = Some(now);
         }
         if let Some(last) = self.last_token {
+            self.second_token = true;
             self.max_gap = self.max_gap.max(now.saturating_duration_since(last));
         }
         self.last_token = Some(now);
@@ -146,16 +153,30 @@ impl Watchdog {
 
     /// Longest gap between two tokens (none before the second token).
     pub fn max_inter_token(&self) -> Option<Duration> {
-        match (self.first_token, self.last_token) {
-            (Some(a), Some(b)) if b > a => Some(self.max_gap),
-            _ => None,
-        }
+        self.second_token.then_some(self.max_gap)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn tokens_of_one_read_have_a_longest_gap_of_zero() {
+        let mut w = Watchdog::start(TimeoutSettings {
+            total: Duration::from_secs(10),
+            ttft: Duration::from_secs(4),
+            inter_token: Duration::from_secs(2),
+        });
+        tokio::time::advance(Duration::from_millis(30)).await;
+        let now = Instant::now();
+        w.on_token(now);
+        assert_eq!(w.max_inter_token(), None);
+        w.on_token(now);
+        w.on_token(now);
+        assert_eq!(w.ttft(), Some(Duration::from_millis(30)));
+        assert_eq!(w.max_inter_token(), Some(Duration::ZERO));
+    }
 
     #[tokio::test(start_paused = true)]
     async fn deadlines_follow_tokens() {
@@ -179,6 +200,9 @@ mod tests {
             (t0 + Duration::from_secs(5), LivenessTimeout::InterToken)
         );
         tokio::time::advance(Duration::from_millis(1500)).await;
+        w.on_token(Instant::now());
+        assert_eq!(w.max_inter_token(), Some(Duration::from_millis(1500)));
+        // A third token in the same read: no longer gap.
         w.on_token(Instant::now());
         assert_eq!(w.max_inter_token(), Some(Duration::from_millis(1500)));
         tokio::time::advance(Duration::from_secs(5)).await;
