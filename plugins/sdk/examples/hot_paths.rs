@@ -9,8 +9,8 @@
 //!
 //! Modes: `build` (`build-request` of the benchmark's request), `parse` (`parse-response` of
 //! the benchmark upstream's answer), `stream` (a stream parser over a 64-chunk answer, one
-//! event per call, as the gateway's benchmark upstream sends it). The second argument is the
-//! number of rounds (default 1000).
+//! event per call), `stream-read` (the same answer in one call, as the gateway parses a burst
+//! that arrived in one read). The second argument is the number of rounds (default 1000).
 
 use polygateway_plugin_sdk::{
     Capabilities, ChatRequest, ChatStreamParser, Provider, SourceInfo, SseEvent, ThinkingStyle,
@@ -95,7 +95,17 @@ fn main() -> Result<(), String> {
                 }
                 std::hint::black_box(parser.finish());
             }
-            other => return Err(format!("mode `{other}`: expected build, parse or stream")),
+            "stream-read" => {
+                let mut parser = ChatStreamParser::new(false);
+                let deltas = parser.parse(&events).map_err(|e| format!("{e:?}"))?;
+                std::hint::black_box(deltas);
+                std::hint::black_box(parser.finish());
+            }
+            other => {
+                return Err(format!(
+                    "mode `{other}`: expected build, parse, stream or stream-read"
+                ));
+            }
         }
     }
     Ok(())

@@ -14,8 +14,10 @@
 
 use std::borrow::Cow;
 
+use std::fmt;
+
 use serde::Deserialize;
-use serde::de::IgnoredAny;
+use serde::de::{self, IgnoredAny, SeqAccess, Visitor};
 use serde_json::Value;
 use serde_json::value::RawValue;
 
@@ -37,9 +39,9 @@ struct Chunk<'a> {
     #[serde(rename = "created")]
     _created: Option<IgnoredAny>,
     #[serde(borrow)]
-    model: Option<Cow<'a, str>>,
+    model: Option<Text<'a>>,
     #[serde(borrow)]
-    choices: Option<Vec<Choice<'a>>>,
+    choices: Option<Choices<'a>>,
     error: Option<IgnoredAny>,
     #[serde(borrow)]
     usage: Option<&'a RawValue>,
@@ -59,7 +61,7 @@ struct Choice<'a> {
     #[serde(borrow)]
     message: Option<Body<'a>>,
     #[serde(borrow)]
-    finish_reason: Option<Cow<'a, str>>,
+    finish_reason: Option<Text<'a>>,
     #[serde(borrow)]
     logprobs: Option<&'a RawValue>,
 }
@@ -68,15 +70,15 @@ struct Choice<'a> {
 #[serde(deny_unknown_fields)]
 struct Body<'a> {
     #[serde(borrow)]
-    role: Option<Cow<'a, str>>,
+    role: Option<Text<'a>>,
     #[serde(borrow)]
-    content: Option<Cow<'a, str>>,
+    content: Option<Text<'a>>,
     #[serde(borrow)]
-    reasoning_content: Option<Cow<'a, str>>,
+    reasoning_content: Option<Text<'a>>,
     #[serde(borrow)]
-    reasoning: Option<Cow<'a, str>>,
+    reasoning: Option<Text<'a>>,
     #[serde(borrow)]
-    refusal: Option<Cow<'a, str>>,
+    refusal: Option<Text<'a>>,
     tool_calls: Option<IgnoredAny>,
     #[serde(borrow)]
     function_call: Option<&'a RawValue>,
@@ -134,8 +136,65 @@ impl Index {
 }
 
 /// A non-empty string field.
-fn text<'s>(s: &'s Option<Cow<'_, str>>) -> Option<&'s str> {
-    s.as_deref().filter(|s| !s.is_empty())
+fn text<'s>(s: &'s Option<Text<'_>>) -> Option<&'s str> {
+    s.as_ref().map(|t| &*t.0).filter(|s| !s.is_empty())
+}
+
+/// A JSON string, borrowed from the input when it has no escape. (`#[serde(borrow)]` makes a
+/// `Cow<str>` field borrow, but not one inside an `Option`: `Option<Cow<str>>` allocated every
+/// string — the model name and the text of every chunk.) Reads what `String` reads: a JSON
+/// string, anything else is an error.
+struct Text<'a>(Cow<'a, str>);
+
+impl<'de: 'a, 'a> Deserialize<'de> for Text<'a> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visit;
+        impl<'de> Visitor<'de> for Visit {
+            type Value = Text<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a string")
+            }
+            fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Text<'de>, E> {
+                Ok(Text(Cow::Borrowed(v)))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Text<'de>, E> {
+                Ok(Text(Cow::Owned(v.to_owned())))
+            }
+            fn visit_string<E: de::Error>(self, v: String) -> Result<Text<'de>, E> {
+                Ok(Text(Cow::Owned(v)))
+            }
+        }
+        d.deserialize_string(Visit)
+    }
+}
+
+/// A `choices` array read for its first choice whose index is 0 (what the parsers use),
+/// every element still read and checked as a [`Choice`], without collecting them (a `Vec` of
+/// choices was an allocation per chunk).
+struct Choices<'a> {
+    zero: Option<Choice<'a>>,
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for Choices<'a> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visit;
+        impl<'de> Visitor<'de> for Visit {
+            type Value = Choices<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("an array of choices")
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Choices<'de>, A::Error> {
+                let mut zero = None;
+                while let Some(choice) = seq.next_element::<Choice<'de>>()? {
+                    if zero.is_none() && choice.index.is_zero() {
+                        zero = Some(choice);
+                    }
+                }
+                Ok(Choices { zero })
+            }
+        }
+        d.deserialize_seq(Visit)
+    }
 }
 
 /// Parse `data` (a chunk's JSON) if it has the common shape, appending its deltas to `out`
@@ -242,12 +301,7 @@ fn common_choice<'c, 'a>(
     chunk: &'c Chunk<'a>,
     part: impl Fn(&'c Choice<'a>) -> &'c Option<Body<'a>>,
 ) -> Option<Option<&'c Choice<'a>>> {
-    let choice = chunk
-        .choices
-        .as_deref()
-        .unwrap_or_default()
-        .iter()
-        .find(|c| c.index.is_zero());
+    let choice = chunk.choices.as_ref().and_then(|c| c.zero.as_ref());
     if choice
         .and_then(|c| part(c).as_ref())
         .is_some_and(|b| b.tool_calls.is_some())
@@ -405,6 +459,25 @@ mod tests {
             (r#"{"choices":{"index":0}}"#, false),
             (r#"{"model":5,"choices":[]}"#, false),
             (r#"{"choices":[{"delta":"text"}]}"#, false),
+            // Every choice is read and checked, the first at index 0 is used: a second one at
+            // index 0 is ignored; a bad choice after it (unknown key, wrong type) declines.
+            (
+                r#"{"model":"m\u00e9\n","choices":[{"index":0,"delta":{"content":"first"}},{"index":0,"delta":{"content":"second"}}]}"#,
+                true,
+            ),
+            (
+                r#"{"choices":[{"index":0,"delta":{"content":"x"}},{"index":1,"delta":{"content":"y"},"audio":{}}]}"#,
+                false,
+            ),
+            (
+                r#"{"choices":[{"index":0,"delta":{"content":"x"}},{"index":1,"delta":{"content":["y"]}}]}"#,
+                false,
+            ),
+            (
+                r#"{"choices":[{"index":0,"delta":{"content":"x"}},7]}"#,
+                false,
+            ),
+            (r#"{"choices":"none"}"#, false),
             (
                 r#"{"choices":[{"delta":{"content":"a","content":"b"}}]}"#,
                 false,
