@@ -4,10 +4,10 @@
 //! pass-through fields `system_fingerprint`, `service_tier`, `logprobs` and `function_call`
 //! borrowed raw, `usage` (read by [`usage_from_text`]), no other key, and no `error` or
 //! `tool_calls` — read into borrowed typed structs instead of a `serde_json::Value` tree (no
-//! map, key or string allocations). Anything else, including a
-//! field of an unexpected type or a duplicate key, is declined and the caller falls back to
-//! the `Value` path, so the deltas are always exactly the ones that path would give for a text
-//! it accepts. (One difference remains: `id`, `object`, `created` and the raw pass-through
+//! map, key or string allocations). Anything else, including a field of an unexpected type,
+//! an array where an object belongs, or a duplicate key, is declined and the caller falls
+//! back to the `Value` path, so the deltas are always exactly the ones that path would give
+//! for a text it accepts. (One difference remains: `id`, `object`, `created` and the raw pass-through
 //! fields are skipped or passed on without the checks the `Value` parser makes — a number out
 //! of `f64`'s range, a lone surrogate escape — so a chunk carrying such a value there is taken
 //! here where that path would refuse it.)
@@ -57,9 +57,9 @@ struct Choice<'a> {
     #[serde(default)]
     index: Index,
     #[serde(borrow)]
-    delta: Option<Body<'a>>,
+    delta: Option<Obj<Body<'a>>>,
     #[serde(borrow)]
-    message: Option<Body<'a>>,
+    message: Option<Obj<Body<'a>>>,
     #[serde(borrow)]
     finish_reason: Option<Text<'a>>,
     #[serde(borrow)]
@@ -168,6 +168,33 @@ impl<'de: 'a, 'a> Deserialize<'de> for Text<'a> {
     }
 }
 
+/// A struct read only from a JSON object: a derived struct also reads an array (its fields
+/// by position), where the `Value` path finds no chunk, choice or message at all.
+struct Obj<T>(T);
+
+impl<T> std::ops::Deref for Obj<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.0
+    }
+}
+
+impl<'de, T: Deserialize<'de>> Deserialize<'de> for Obj<T> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visit<T>(std::marker::PhantomData<T>);
+        impl<'de, T: Deserialize<'de>> Visitor<'de> for Visit<T> {
+            type Value = Obj<T>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("an object")
+            }
+            fn visit_map<A: de::MapAccess<'de>>(self, map: A) -> Result<Obj<T>, A::Error> {
+                T::deserialize(de::value::MapAccessDeserializer::new(map)).map(Obj)
+            }
+        }
+        d.deserialize_map(Visit(std::marker::PhantomData))
+    }
+}
+
 /// A `choices` array read for its first choice whose index is 0 (what the parsers use),
 /// every element still read and checked as a [`Choice`], without collecting them (a `Vec` of
 /// choices was an allocation per chunk).
@@ -185,9 +212,9 @@ impl<'de: 'a, 'a> Deserialize<'de> for Choices<'a> {
             }
             fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Choices<'de>, A::Error> {
                 let mut zero = None;
-                while let Some(choice) = seq.next_element::<Choice<'de>>()? {
-                    if zero.is_none() && choice.index.is_zero() {
-                        zero = Some(choice);
+                while let Some(choice) = seq.next_element::<Obj<Choice<'de>>>()? {
+                    if zero.is_none() && choice.0.index.is_zero() {
+                        zero = Some(choice.0);
                     }
                 }
                 Ok(Choices { zero })
@@ -205,13 +232,13 @@ pub(crate) fn parse_common(
     think: Option<&mut ThinkSplitter>,
     out: &mut Vec<Delta>,
 ) -> bool {
-    let Ok(chunk) = serde_json::from_str::<Chunk<'_>>(data) else {
+    let Ok(chunk) = serde_json::from_str::<Obj<Chunk<'_>>>(data) else {
         return false;
     };
     if chunk.error.is_some() {
         return false;
     }
-    let Some(choice) = common_choice(&chunk, |c| &c.delta) else {
+    let Some(choice) = common_choice(&chunk, |c| c.delta.as_deref()) else {
         return false;
     };
     // The last chunk of a stream carries usage (`stream_options.include_usage`): read typed
@@ -230,10 +257,10 @@ pub(crate) fn parse_common(
     out.extend(fast_passthrough(
         &chunk,
         choice,
-        choice.and_then(|c| c.delta.as_ref()),
+        choice.and_then(|c| c.delta.as_deref()),
     ));
     if let Some(choice) = choice {
-        push_common(choice, choice.delta.as_ref(), think, out);
+        push_common(choice, choice.delta.as_deref(), think, out);
     }
     if let Some(usage) = usage {
         out.push(Delta::Usage(usage));
@@ -255,13 +282,13 @@ pub(crate) fn parse_response_common(
     let Ok(body) = std::str::from_utf8(body) else {
         return false;
     };
-    let Ok(response) = serde_json::from_str::<Chunk<'_>>(body) else {
+    let Ok(response) = serde_json::from_str::<Obj<Chunk<'_>>>(body) else {
         return false;
     };
     if response.error.is_some() || response.choices.is_none() {
         return false;
     }
-    let Some(choice) = common_choice(&response, |c| &c.message) else {
+    let Some(choice) = common_choice(&response, |c| c.message.as_deref()) else {
         return false;
     };
     // Typed when common, else through the Value path, so every odd form reads the same.
@@ -278,11 +305,11 @@ pub(crate) fn parse_response_common(
     out.extend(fast_passthrough(
         &response,
         choice,
-        choice.and_then(|c| c.message.as_ref()),
+        choice.and_then(|c| c.message.as_deref()),
     ));
     let mut think = think;
     if let Some(choice) = choice {
-        push_common(choice, choice.message.as_ref(), think.as_deref_mut(), out);
+        push_common(choice, choice.message.as_deref(), think.as_deref_mut(), out);
     }
     if let Some(split) = think {
         // A response without a finish reason still ends here.
@@ -299,11 +326,11 @@ pub(crate) fn parse_response_common(
 /// when there is no choice 0, `None` (decline) when the part carries tool calls.
 fn common_choice<'c, 'a>(
     chunk: &'c Chunk<'a>,
-    part: impl Fn(&'c Choice<'a>) -> &'c Option<Body<'a>>,
+    part: impl Fn(&'c Choice<'a>) -> Option<&'c Body<'a>>,
 ) -> Option<Option<&'c Choice<'a>>> {
     let choice = chunk.choices.as_ref().and_then(|c| c.zero.as_ref());
     if choice
-        .and_then(|c| part(c).as_ref())
+        .and_then(part)
         .is_some_and(|b| b.tool_calls.is_some())
     {
         return None;
@@ -478,6 +505,16 @@ mod tests {
                 false,
             ),
             (r#"{"choices":"none"}"#, false),
+            // Arrays where an object belongs (a derived struct reads one by position).
+            (
+                r#"{"choices":[[0,["assistant","hi",null,null,null,null,null],null,null,null]]}"#,
+                false,
+            ),
+            (
+                r#"{"choices":[{"index":0,"delta":["assistant","hi",null,null,null,null,null]}]}"#,
+                false,
+            ),
+            (r#"[null,null,null,"m",[],null,null,null,null]"#, false),
             (
                 r#"{"choices":[{"delta":{"content":"a","content":"b"}}]}"#,
                 false,
@@ -570,6 +607,11 @@ mod tests {
                 false,
             ),
             (r#"{"choices":[{"message":{"content":7}}]}"#, false),
+            (
+                r#"{"choices":[{"index":0,"message":[null,"hi",null,null,null,null,null]}]}"#,
+                false,
+            ),
+            (r#"[null,null,null,"m",[[0,null,[null,"x"]]]]"#, false),
             (r#"{"model":5,"choices":[]}"#, false),
             (
                 r#"{"choices":[{"message":{"content":"a","content":"b"}}]}"#,

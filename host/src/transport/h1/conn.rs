@@ -205,7 +205,7 @@ impl H1Body {
                 }
                 Poll::Ready(Ok(Some(next))) => joined
                     .get_or_insert_with(|| {
-                        let mut v = Vec::with_capacity(2 * (first.len() + next.len()));
+                        let mut v = Vec::with_capacity(first.len() + next.len());
                         v.extend_from_slice(&first);
                         v
                     })
