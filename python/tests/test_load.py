@@ -86,11 +86,15 @@ async def test_a_thousand_concurrent_calls_complete_with_flat_memory(mock: Mock,
         return last - first
 
     # Nothing is kept per call, in either heap. After the warm-up rounds the gateway's live
-    # Rust heap moves by about ±1 MiB from round to round (windows of the limiter, pooled
-    # buffers); a call whose state or answer stayed behind would add at least 600 bytes a
-    # call, 4 MiB over these 7,000 calls. Python's live objects grow by ~11 a round: this
-    # test's own samples (the bound is one per ten calls between the two medians' rounds).
-    assert growth("rust_allocated") < 4 * mib, samples
+    # Rust heap holds the idle upstream connections a round leaves in the pool (~900 after
+    # 1,000 concurrent calls, each with hyper's read and write buffers, ~24 KiB), and which of
+    # them survive a round varies: a loaded machine saw a single round 3–4 MiB above the
+    # others. So the Rust heap is judged, like Python's objects, by the medians of the first
+    # and last three rounds (5,000 calls apart): a call whose state or answer stayed behind
+    # would add at least 800 bytes a call, 4 MiB between them. Python's live objects grow by
+    # ~11 a round: this test's own samples (the bound is one per ten calls between the two
+    # medians' rounds).
+    assert trend("rust_allocated") < 4 * mib, samples
     assert trend("python_blocks") < (len(after_warmup) - 3) * 1000 // 10, samples
     # The process: with jemalloc's free pages returned, RSS stays within 16 MiB of its
     # level after the warm-up (a leak of the size above would show here too).
