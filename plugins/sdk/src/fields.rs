@@ -2,6 +2,10 @@
 //! tool-call fragments, and the choice the gateway uses (index 0). Lenient by design: a field
 //! of an unexpected type is treated as absent, never as an error.
 
+use std::fmt;
+
+use serde::Deserialize;
+use serde::de::{self, Visitor};
 use serde_json::Value;
 use serde_json::value::RawValue;
 
@@ -89,14 +93,39 @@ pub fn usage_from_json(usage: &Value) -> Option<Usage> {
 ///
 /// Errors: `text` is not JSON.
 pub(crate) fn usage_from_text(text: &str) -> Result<Option<Usage>, serde_json::Error> {
-    // Derived structs also read a JSON array (one element per field): only objects are taken.
-    if text.starts_with('{')
-        && let Ok(wire) = serde_json::from_str::<UsageWire<'_>>(text)
+    if let Ok(Obj(wire)) = serde_json::from_str::<Obj<UsageWire<'_>>>(text)
         && let Some(usage) = wire.usage()
     {
         return Ok(usage);
     }
     serde_json::from_str::<Value>(text).map(|v| usage_from_json(&v))
+}
+
+/// A struct read only from a JSON object: a derived struct also reads an array (its fields
+/// by position), where the `Value` path finds no object (no chunk, choice, message or usage).
+pub(crate) struct Obj<T>(pub(crate) T);
+
+impl<T> std::ops::Deref for Obj<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.0
+    }
+}
+
+impl<'de, T: Deserialize<'de>> Deserialize<'de> for Obj<T> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visit<T>(std::marker::PhantomData<T>);
+        impl<'de, T: Deserialize<'de>> Visitor<'de> for Visit<T> {
+            type Value = Obj<T>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("an object")
+            }
+            fn visit_map<A: de::MapAccess<'de>>(self, map: A) -> Result<Obj<T>, A::Error> {
+                T::deserialize(de::value::MapAccessDeserializer::new(map)).map(Obj)
+            }
+        }
+        d.deserialize_map(Visit(std::marker::PhantomData))
+    }
 }
 
 /// The common form of a `usage` object (OpenAI's and DeepSeek's keys). Every key is named and
@@ -137,8 +166,9 @@ struct UsageDetailsWire {
 fn details(raw: Option<&RawValue>) -> Option<Option<UsageDetailsWire>> {
     match raw.map(RawValue::get) {
         None | Some("null") => Some(None),
-        Some(text) if text.starts_with('{') => serde_json::from_str(text).ok().map(Some),
-        Some(_) => None,
+        Some(text) => serde_json::from_str::<Obj<_>>(text)
+            .ok()
+            .map(|Obj(d)| Some(d)),
     }
 }
 

@@ -21,7 +21,7 @@ use serde::de::{self, IgnoredAny, SeqAccess, Visitor};
 use serde_json::Value;
 use serde_json::value::RawValue;
 
-use crate::fields::{finish_reason_from_str, usage_from_text};
+use crate::fields::{Obj, finish_reason_from_str, usage_from_text};
 use crate::passthrough::{self, ObjectText};
 use crate::{Delta, ThinkSplitter};
 
@@ -165,33 +165,6 @@ impl<'de: 'a, 'a> Deserialize<'de> for Text<'a> {
             }
         }
         d.deserialize_string(Visit)
-    }
-}
-
-/// A struct read only from a JSON object: a derived struct also reads an array (its fields
-/// by position), where the `Value` path finds no chunk, choice or message at all.
-struct Obj<T>(T);
-
-impl<T> std::ops::Deref for Obj<T> {
-    type Target = T;
-    fn deref(&self) -> &T {
-        &self.0
-    }
-}
-
-impl<'de, T: Deserialize<'de>> Deserialize<'de> for Obj<T> {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct Visit<T>(std::marker::PhantomData<T>);
-        impl<'de, T: Deserialize<'de>> Visitor<'de> for Visit<T> {
-            type Value = Obj<T>;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("an object")
-            }
-            fn visit_map<A: de::MapAccess<'de>>(self, map: A) -> Result<Obj<T>, A::Error> {
-                T::deserialize(de::value::MapAccessDeserializer::new(map)).map(Obj)
-            }
-        }
-        d.deserialize_map(Visit(std::marker::PhantomData))
     }
 }
 
