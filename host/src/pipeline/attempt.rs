@@ -12,6 +12,7 @@ use crate::telemetry::UsageSource;
 use crate::telemetry::otel::AttemptSpan;
 use crate::transport::{LivenessTimeout, LivenessTimer, SseFramer, UpstreamError, Watchdog};
 
+use super::call::boxed_in_place;
 use super::failure::AttemptFailure;
 use super::passthrough;
 use super::response::Accumulator;
@@ -87,16 +88,20 @@ async fn run_inner(
 
     let (deadline, kind) = wd.next_deadline();
     let waited = Instant::now();
-    let sent = tokio::time::timeout_at(
-        deadline,
-        inner.http.send(
-            source.settings.trust_env,
-            &http.method,
-            &url,
-            headers,
-            http.body,
-        ),
-    )
+    // Boxed (`call::boxed_in_place`): the send's future (~2.9 KiB with its timeout) would
+    // otherwise be part of the attempt's state while the answer streams.
+    let sent = boxed_in_place(|| {
+        tokio::time::timeout_at(
+            deadline,
+            inner.http.send(
+                source.settings.trust_env,
+                &http.method,
+                &url,
+                headers,
+                http.body,
+            ),
+        )
+    })
     .await;
     st.upstream_wait += waited.elapsed();
     let mut resp = match sent {
