@@ -14,8 +14,9 @@ Usage:
 `prof_gdump` makes every process of the run (the bench, each `serve` and its compile child)
 write a profile each time its mapped memory reaches a new high, so a process's last profile
 is its peak. Without `--pid` the script lists each process with its number of profiles and
-the live heap of its last one (the bench's `serve` processes are started in the order of its
-tables: gateway, gateway-off, gateway-keyed). With `--pid` it prints that process's peak by
+the live heap of its last one. The bench starts its children in this order: the pass-through
+(`bench-passthrough`), then the `serve` of gateway, gateway-off and gateway-keyed, each
+followed by its compile child; `ps` during the run tells which pid is which. With `--pid` it prints that process's peak by
 allocation site: the first frame outside the allocator and the containers that call it,
 with the frames that called it, the live bytes, the average object size and the bytes per
 stream (`--streams`, default 512: the paced load's concurrency).
@@ -46,7 +47,10 @@ def parse(path):
     """(sample interval, [(addresses, scaled bytes, objects, average size)], mappings)."""
     text = open(path).read()
     head, _, rest = text.partition("\n")
-    interval = int(head.split("/")[1])
+    m = re.fullmatch(r"heap_v2/(\d+)", head.strip())
+    if not m:
+        sys.exit(f"{path}: not a jemalloc heap profile (first line {head[:40]!r}, want heap_v2/<n>)")
+    interval = int(m.group(1))
     body, _, maps = rest.partition("MAPPED_LIBRARIES:")
     stacks = []
     addrs = None
@@ -55,6 +59,8 @@ def parse(path):
             addrs = [int(a, 16) for a in line[1:].split()]
         elif addrs is not None and line.strip().startswith("t*:"):
             m = re.match(r"\s*t\*: (\d+): (\d+)", line)
+            if not m:
+                sys.exit(f"{path}: unreadable counts line {line.strip()[:60]!r}")
             count, size = int(m.group(1)), int(m.group(2))
             if count:
                 mean = size / count
@@ -64,33 +70,50 @@ def parse(path):
     return interval, stacks, maps
 
 
-def load_base(maps, binary):
-    """The address the binary's first segment is mapped at (a PIE's load base)."""
+def binary_mappings(maps, binary):
+    """The binary's load base (where its first segment is mapped: a PIE's base) and the
+    address ranges of its segments, from the profile's copy of `/proc/<pid>/maps`."""
     name = os.path.realpath(binary)
+    base, ranges = None, []
     for line in maps.splitlines():
         fields = line.split()
-        if len(fields) >= 6 and os.path.realpath(fields[-1]) == name and fields[2] == "00000000":
-            return int(fields[0].split("-")[0], 16)
-    sys.exit(f"{binary} is not among the profile's mappings: is it the binary that ran?")
+        path = " ".join(fields[5:]).removesuffix(" (deleted)")
+        if len(fields) >= 6 and os.path.realpath(path) == name:
+            lo, hi = (int(x, 16) for x in fields[0].split("-"))
+            ranges.append((lo, hi))
+            if fields[2] == "00000000":
+                base = lo
+    if base is None:
+        sys.exit(f"{binary} is not among the profile's mappings: is it the binary that ran?")
+    return base, ranges
 
 
-def symbolize(binary, base, addresses):
-    """Function names of return addresses (each minus one: the call, not the next instruction)."""
-    addresses = sorted(addresses)
+def symbolize(binary, base, ranges, addresses):
+    """Function names of return addresses (each minus one: the call, not the next
+    instruction); an address outside the binary (libc, the vDSO) is named `[outside]`."""
+    inside = sorted(a for a in addresses if any(lo <= a < hi for lo, hi in ranges))
+    names = {a: "[outside the binary]" for a in addresses}
+    addresses = inside
     query = "\n".join(hex(a - base - 1) for a in addresses)
-    out = subprocess.run(
-        ["addr2line", "-f", "-C", "-e", binary],
-        input=query,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.splitlines()
-    return {a: out[2 * i] for i, a in enumerate(addresses)}
+    try:
+        out = subprocess.run(
+            ["addr2line", "-f", "-C", "-e", binary],
+            input=query,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.splitlines()
+    except (OSError, subprocess.CalledProcessError) as e:
+        sys.exit(f"addr2line (binutils) could not name the frames: {e}")
+    names.update({a: out[2 * i] for i, a in enumerate(addresses)})
+    return names
 
 
 def profiles(directory):
     """{pid: [paths in sequence order]} of the `prefix.pid.seq.*.heap` files in `directory`."""
     by_pid = collections.defaultdict(list)
+    if not os.path.isdir(directory):
+        sys.exit(f"{directory}: no such directory")
     for name in os.listdir(directory):
         m = re.match(r".*\.(\d+)\.(\d+)\.[a-z]\d+\.heap$", name)
         if m:
@@ -107,6 +130,8 @@ def main():
     ap.add_argument("--top", type=int, default=20)
     ap.add_argument("--frames", type=int, default=3, help="frames shown per site")
     args = ap.parse_args()
+    if args.streams < 1:
+        sys.exit("--streams must be at least 1")
 
     found = profiles(args.directory)
     if not found:
@@ -124,12 +149,12 @@ def main():
 
     path = found[args.pid][-1]
     _, stacks, maps = parse(path)
-    base = load_base(maps, args.binary)
-    names = symbolize(args.binary, base, {a for s in stacks for a in s[0]})
+    base, ranges = binary_mappings(maps, args.binary)
+    names = symbolize(args.binary, base, ranges, {a for s in stacks for a in s[0]})
     sites = collections.defaultdict(lambda: [0.0, 0.0])
     for addrs, size, count, _ in stacks:
         frames = [names[a] for a in addrs if not SKIP.search(names[a])]
-        key = " ← ".join(f[:100] for f in frames[: args.frames])
+        key = " ← ".join(f[:100] for f in frames[: args.frames]) or "(allocator frames only)"
         sites[key][0] += size
         sites[key][1] += count
     total = sum(v[0] for v in sites.values())

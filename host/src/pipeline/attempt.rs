@@ -12,7 +12,7 @@ use crate::telemetry::UsageSource;
 use crate::telemetry::otel::AttemptSpan;
 use crate::transport::{LivenessTimeout, LivenessTimer, SseFramer, UpstreamError, Watchdog};
 
-use super::call::boxed_in_place;
+use super::boxed::boxed_in_place;
 use super::failure::AttemptFailure;
 use super::passthrough;
 use super::response::Accumulator;
@@ -88,7 +88,7 @@ async fn run_inner(
 
     let (deadline, kind) = wd.next_deadline();
     let waited = Instant::now();
-    // Boxed (`call::boxed_in_place`): the send's future (~2.9 KiB with its timeout) would
+    // Boxed (`boxed::boxed_in_place`): the send's future (~2.9 KiB with its timeout) would
     // otherwise be part of the attempt's state while the answer streams.
     let sent = boxed_in_place(|| {
         tokio::time::timeout_at(

@@ -15,6 +15,7 @@ use tracing::Instrument;
 use crate::error::GatewayError;
 use crate::telemetry::otel::CallSpan;
 
+use super::boxed::boxed_in_place;
 use super::layer::Layer;
 use super::request::ChatRequest;
 use super::response::ChatResponse;
@@ -85,8 +86,8 @@ async fn recorded<N: Layer>(
     let otel = traces::chat_call(inner, scope, req, &st.call_id);
     st.trace = otel.as_ref().map(CallSpan::trace);
     // The rest of the stack's future is built in a heap allocation and stays there: it is
-    // ~7 KiB (every inner layer's state nested inline; 12 KiB before the parts that run only
-    // for a while were boxed, see `boxed_in_place`), and a Rust move is a copy of the
+    // ~9 KiB (every inner layer's state nested inline; 12 KiB before the parts that run
+    // only for a while were boxed, see `boxed_in_place`), and a Rust move is a copy of the
     // whole value. Built by value, it was copied four times per call — as this future's
     // state was written, into `Instrumented`, into the awaiting slot, and into the box
     // `run_call` made: `memcpy` was 63.4k of the 324.9k instructions of a non-streamed call,
@@ -119,21 +120,6 @@ async fn recorded<N: Layer>(
         let _ = tx.send(CallEvent::End(Box::new(r.clone()))).await;
     }
     result
-}
-
-/// The future `make` returns, in a heap allocation made before `make` runs. `Box::pin(make())`
-/// builds it on the stack and copies it into the box — the whole size of the type, though a
-/// future that has not started holds little more than its arguments; allocating first lets
-/// an optimised build construct it where it will stay.
-///
-/// Also what keeps a large future that runs only part of a call (the upstream request's
-/// send, the structured-output ladder, the cache's flight) out of the futures that await it:
-/// an `async fn` is as large as its largest await, held for the whole call. Boxed, that part
-/// costs one allocation while it runs, and a streamed call's state while it waits between
-/// deltas — held 512 times under 512 streams — does not include it.
-pub(super) fn boxed_in_place<F: Future>(make: impl FnOnce() -> F) -> std::pin::Pin<Box<F>> {
-    let slot = Box::<F>::new_uninit();
-    Box::into_pin(Box::write(slot, make()))
 }
 
 /// The deadline layer: the request's `x-pgw-call-deadline-s`, else the scope's

@@ -7,6 +7,7 @@
 mod admission;
 mod attempt;
 mod bookkeeping;
+mod boxed;
 mod cache_layer;
 mod call;
 mod embed;

@@ -11,7 +11,6 @@ use std::sync::Arc;
 
 use crate::error::GatewayError;
 
-use super::call::boxed_in_place;
 use super::layer::Layer;
 use super::request::ChatRequest;
 use super::response::ChatResponse;
@@ -51,7 +50,5 @@ async fn serve<N: Layer>(
         return next.serve(inner, scope, req, st, sink).await;
     };
     let strategy = inner.structured.for_call(&scope.settings, asked).await?;
-    // Boxed (`call::boxed_in_place`): the ladder's state would otherwise make every call's
-    // future ~1.5 KiB larger, structured or not.
-    boxed_in_place(|| ladder::run(next, inner, scope, req, &target, &strategy, st, sink)).await
+    ladder::run(next, inner, scope, req, &target, &strategy, st, sink).await
 }

@@ -24,7 +24,6 @@ use crate::plugin::{Delta, FinishReason, Passthrough, ToolCallDelta};
 
 pub(crate) mod state;
 
-use super::call::boxed_in_place;
 use super::layer::Layer;
 use super::request::{CacheMode, ChatRequest};
 use super::response::ChatResponse;
@@ -93,9 +92,7 @@ async fn serve<N: Layer>(
         scope_idx,
         key,
     };
-    // Boxed (`call::boxed_in_place`): the flight's state would otherwise make every call's
-    // future ~1.5 KiB larger, cached or not.
-    let result = boxed_in_place(|| serve_cached(next, at, req, st, sink)).await;
+    let result = serve_cached(next, at, req, st, sink).await;
     // `/metrics`: a hit is a call answered without an upstream call of its own (a stored
     // answer, or the answer of an identical call in flight).
     let hit = matches!(&result, Ok(r) if r.cache_hit);

@@ -38,6 +38,7 @@ use crate::plugin::{
     StrategyComponent, ToolCallDelta,
 };
 
+use super::super::boxed::boxed_in_place;
 use super::super::layer::Layer;
 use super::super::request::ChatRequest;
 use super::super::response::{Accumulator, ChatResponse};
@@ -76,7 +77,11 @@ pub(crate) async fn run<N: Layer>(
     let mut reasks: u32 = 0;
     loop {
         let mut collect = Sink::Collect;
-        let mut answer = next.serve(inner, scope, &ask, st, &mut collect).await?;
+        // The rest of the stack in a box of its own while it runs: awaited inline, it would
+        // be held beside the ladder's own state (~1.5 KiB), and that sum would size every
+        // call's future, structured or not (`boxed::boxed_in_place`).
+        let mut answer =
+            boxed_in_place(|| next.serve(inner, scope, &ask, st, &mut collect)).await?;
         if is_tool_call_answer(&answer) {
             // The caller offered tools and the model called one: `response_format` shapes
             // the text of an answer, and this answer has none. It goes back as it is.
