@@ -23,7 +23,8 @@ stream (`--streams`, default 512: the paced load's concurrency).
 
 jemalloc samples one allocation per `2^lg_prof_sample` bytes on average (64 KiB above) and
 scales each sample back up, as its own `jeprof` does; a site's figure is an estimate (about
-±15 % for a site of a few MiB). Frames are named with binutils' `addr2line` on the binary
+±15 % for a site of a few MiB). jemalloc records an object at its size class (8 KiB, 10 KiB,
+12 KiB, …), so "average bytes" is of the classes allocated, not of the sizes asked for. Frames are named with binutils' `addr2line` on the binary
 (built with line tables, as the release profile is).
 """
 
