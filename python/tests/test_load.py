@@ -91,11 +91,15 @@ async def test_a_thousand_concurrent_calls_complete_with_flat_memory(mock: Mock,
     # them survive a round varies: a loaded machine saw a single round 3–4 MiB above the
     # others. So the Rust heap is judged, like Python's objects, by the medians of the first
     # and last three rounds (5,000 calls apart): a call whose state or answer stayed behind
-    # would add at least 800 bytes a call, 4 MiB between them. Python's live objects grow by
-    # ~11 a round: this test's own samples (the bound is one per ten calls between the two
-    # medians' rounds).
+    # would add at least 800 bytes a call, 4 MiB between them. Python's live objects: a call
+    # that left one object behind would add 1,000 blocks a round, 5,000 between the medians;
+    # without a leak the count wanders by a few hundred blocks a round (asyncio's handles and
+    # futures not yet collected at the sample: one CI run on a loaded machine saw 237,014 →
+    # 237,734 → 237,279 → 237,880 over its last rounds, 688 between the medians, where
+    # quiet runs see ~11 a round). The bound is half a block per call between the medians'
+    # rounds: every per-call leak exceeds it, that wander does not.
     assert trend("rust_allocated") < 4 * mib, samples
-    assert trend("python_blocks") < (len(after_warmup) - 3) * 1000 // 10, samples
+    assert trend("python_blocks") < (len(after_warmup) - 3) * 1000 // 2, samples
     # The process: with jemalloc's free pages returned, RSS stays within 16 MiB of its
     # level after the warm-up (a leak of the size above would show here too).
     assert growth("rss") < 16 * mib, samples

@@ -24,8 +24,9 @@ use super::error::PluginError;
 use super::sandbox_io::{SandboxIo, SandboxIoData};
 use super::state::HostState;
 
-/// Epoch tick period: plugin deadlines are whole multiples of it, and a guest call moves off
-/// the runtime's worker after `schedule::SLICE_TICKS` of them. 1 ms keeps that move prompt;
+/// Epoch tick period: plugin deadlines are whole multiples of it, and a guest call's CPU
+/// clock is probed after `schedule::SLICE_TICKS` of them and checked at each one after
+/// (`schedule::SLICE_CPU`). 1 ms keeps a long call's move off the runtime's worker prompt;
 /// the ticker thread's 1 000 wake-ups a second cost well under 1 % of a core.
 pub(crate) const EPOCH_TICK: Duration = Duration::from_millis(1);
 

@@ -2,9 +2,16 @@
 //!
 //! A call into a plugin starts inline on the calling thread: a normal call takes a few
 //! microseconds, and handing it to another thread would cost more than the call. A call
-//! still running after one slice ([`SLICE_TICKS`] epoch ticks, 1–2 ms) yields once (wasmtime's
-//! epoch interruption with an async yield: the call is a future whose guest code runs on its
-//! own fiber), and the rest of it runs where it cannot hold a Tokio worker: a thread of its
+//! still running after one slice yields once (wasmtime's epoch interruption with an async
+//! yield: the call is a future whose guest code runs on its own fiber). The slice is CPU
+//! time, not wall-clock time: the first [`SLICE_TICKS`] epoch ticks only arm a probe of the
+//! thread's CPU clock, and the call yields at the first tick after that by which it has used
+//! [`SLICE_CPU`] of CPU since the probe. A short call whose thread the operating system
+//! descheduled across the ticks (a busy machine does, for milliseconds) has used almost no
+//! CPU and finishes inline; moving it cost a thread, a worker hand-off and a wait at low
+//! priority — `polygateway bench` counted ~430 such moves in a 5 s non-streamed run at
+//! concurrency 128, every one of them a call of a few microseconds. The rest of a call that
+//! yields runs where it cannot hold a Tokio worker: a thread of its
 //! own at a lower CPU priority (nice +[`SLOW_CALL_NICENESS`]), while the calling worker waits
 //! inside [`tokio::task::block_in_place`], which hands the worker's queued tasks to a fresh
 //! worker thread. So four looping guest calls on a 2-core machine neither hold the runtime's
@@ -31,10 +38,15 @@ use wasmtime::{Store, UpdateDeadline};
 use super::engine::{EPOCH_TICK, PluginLimits};
 use super::state::HostState;
 
-/// Epoch ticks a call runs inline before it yields and moves off the runtime's worker. Two,
-/// so a call is never moved before one whole tick (1 ms) has passed: a call that happens to
-/// straddle one tick boundary stays inline.
+/// Epoch ticks a call runs inline before its CPU clock is first read (the probe). Two, so a
+/// call that happens to straddle one tick boundary never reads it.
 pub(crate) const SLICE_TICKS: u64 = 2;
+
+/// CPU time a call uses after the probe before it yields and moves off the runtime's
+/// worker: half a tick, so a call that runs through the ticks moves at the first or second
+/// tick after the probe (1–2 ms later), one that shares its core with others a little
+/// later, and one that was only descheduled (its guest code a few microseconds) never.
+pub(crate) const SLICE_CPU: Duration = Duration::from_micros(500);
 
 /// Niceness added to the thread that finishes a guest call past its first slice: its CPU
 /// weight drops to about a tenth of a normal thread's (Linux `sched_prio_to_weight`: 110 vs
@@ -65,6 +77,8 @@ pub(crate) struct Slice {
     budget: Duration,
     /// The budget spent inline, before the yield.
     inline: Duration,
+    /// The calling thread's CPU clock at the probe (the first tick past [`SLICE_TICKS`]).
+    probe: Option<Duration>,
     /// The running thread's CPU clock when the off-worker part was first checked.
     cpu_start: Option<Duration>,
     /// Epoch ticks left before the wall-clock backstop.
@@ -72,13 +86,18 @@ pub(crate) struct Slice {
 }
 
 /// CPU time the current thread has used (zero if the clock cannot be read).
+pub(crate) fn thread_cpu() -> Duration {
+    read_thread_cpu().unwrap_or(Duration::ZERO)
+}
+
+/// CPU time the current thread has used; `None` if the clock cannot be read.
 ///
 /// Read through libc's `clock_gettime`, not rustix's: rustix finds the vDSO by parsing the
 /// auxiliary vector itself, and under valgrind (where `bench/instructions.py` counts a call's
 /// instructions) that parse faulted, so the first guest call that moved off its worker
 /// crashed the process in 4 of 9 runs. libc asks the kernel when it has no vDSO.
 #[allow(unsafe_code)] // `clock_gettime` of a thread's CPU clock has no safe std wrapper
-pub(crate) fn thread_cpu() -> Duration {
+fn read_thread_cpu() -> Option<Duration> {
     let mut t = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
@@ -87,23 +106,22 @@ pub(crate) fn thread_cpu() -> Duration {
     // platform's constant for the calling thread's CPU clock.
     let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut t) };
     if rc != 0 {
-        return Duration::ZERO;
+        return None;
     }
-    Duration::new(
+    Some(Duration::new(
         u64::try_from(t.tv_sec).unwrap_or(0),
         u32::try_from(t.tv_nsec).unwrap_or(0),
-    )
+    ))
 }
 
-/// Install the epoch callback of a store: at the end of the first slice, yield once; from
-/// then on, at every tick, trap once the call's CPU time (or the wall-clock backstop) is
-/// spent.
+/// Install the epoch callback of a store: inline, probe the CPU clock and yield once the
+/// call has used [`SLICE_CPU`] since the probe; from then on, at every tick, trap once the
+/// call's CPU time (or the wall-clock backstop) is spent.
 pub(crate) fn install(store: &mut Store<HostState>) {
     store.epoch_deadline_callback(|mut cx| {
         let slice = &mut cx.data_mut().slice;
         if !slice.yielded {
-            slice.yielded = true;
-            return Ok(UpdateDeadline::Yield(1));
+            return Ok(slice.inline_tick(read_thread_cpu()));
         }
         slice.wall_ticks_left = slice.wall_ticks_left.saturating_sub(1);
         let now = thread_cpu();
@@ -116,6 +134,37 @@ pub(crate) fn install(store: &mut Store<HostState>) {
     });
 }
 
+impl Slice {
+    /// A tick reached while the call still runs inline, the calling thread's CPU clock
+    /// reading `now`: probe, keep going, yield, or (budget or backstop spent) trap.
+    ///
+    /// Without a readable clock the call yields at once, as every call past its first
+    /// slice did before the probe.
+    fn inline_tick(&mut self, now: Option<Duration>) -> UpdateDeadline {
+        self.wall_ticks_left = self.wall_ticks_left.saturating_sub(1);
+        let Some(now) = now else {
+            self.yielded = true;
+            return UpdateDeadline::Yield(1);
+        };
+        let Some(probe) = self.probe else {
+            self.probe = Some(now);
+            return UpdateDeadline::Continue(1);
+        };
+        let since_probe = now.saturating_sub(probe);
+        if self.inline + since_probe >= self.budget || self.wall_ticks_left == 0 {
+            return UpdateDeadline::Interrupt;
+        }
+        if since_probe >= SLICE_CPU {
+            // The CPU before the probe is not known; the ticks it took are counted as if
+            // it ran through them.
+            self.inline += since_probe;
+            self.yielded = true;
+            return UpdateDeadline::Yield(1);
+        }
+        UpdateDeadline::Continue(1)
+    }
+}
+
 /// Arm the budget of the next call on `store` (instantiation included: it runs guest code).
 pub(crate) fn arm(store: &mut Store<HostState>, limits: &PluginLimits) {
     let total = limits.deadline_ticks();
@@ -124,6 +173,7 @@ pub(crate) fn arm(store: &mut Store<HostState>, limits: &PluginLimits) {
         yielded: false,
         budget: limits.call_timeout,
         inline: EPOCH_TICK * u32::try_from(first).unwrap_or(u32::MAX),
+        probe: None,
         cpu_start: None,
         wall_ticks_left: total.saturating_mul(WALL_BACKSTOP_FACTOR),
     };
@@ -217,5 +267,144 @@ fn block_on<F: Future>(fut: F) -> F::Output {
             return out;
         }
         std::thread::park();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plugin::engine::PluginEngine;
+
+    /// `nap` calls the host's `sleep_ms` four times (3 ms each: the epoch moves on ~12 ticks
+    /// while the thread uses next to no CPU, as when the operating system deschedules it);
+    /// `spin` loops until stopped.
+    const MODULE: &str = r#"(module
+        (import "host" "sleep_ms" (func $sleep (param i32)))
+        (func (export "nap") (local i32)
+            (local.set 0 (i32.const 4))
+            (loop $l
+                (call $sleep (i32.const 3))
+                (local.set 0 (i32.sub (local.get 0) (i32.const 1)))
+                (br_if $l (local.get 0))))
+        (func (export "spin") (loop $l (br $l))))"#;
+
+    fn instance(engine: &PluginEngine) -> (Store<HostState>, wasmtime::Instance) {
+        let module =
+            wasmtime::Module::new(&engine.engine, wat::parse_str(MODULE).unwrap()).unwrap();
+        let mut linker = wasmtime::Linker::new(&engine.engine);
+        linker
+            .func_wrap("host", "sleep_ms", |ms: i32| {
+                std::thread::sleep(Duration::from_millis(u64::try_from(ms).unwrap()));
+            })
+            .unwrap();
+        let mut store = engine.sandboxed_store();
+        let instance = run(Box::pin(linker.instantiate_async(&mut store, &module))).unwrap();
+        (store, instance)
+    }
+
+    fn poll_once<R>(call: &mut GuestFuture<'_, R>) -> Poll<wasmtime::Result<R>> {
+        call.as_mut().poll(&mut Context::from_waker(Waker::noop()))
+    }
+
+    #[test]
+    fn a_call_that_spends_its_ticks_off_the_cpu_finishes_inline() {
+        let limits = PluginLimits::default();
+        let engine = PluginEngine::new(limits, None).unwrap();
+        let (mut store, instance) = instance(&engine);
+        let nap = instance
+            .get_typed_func::<(), ()>(&mut store, "nap")
+            .unwrap();
+        arm(&mut store, &limits);
+        let mut call: GuestFuture<'_, ()> = Box::pin(nap.call_async(&mut store, ()));
+        // Before the probe, the first callback past the slice's two ticks yielded: the call
+        // went to a slow thread although its guest code ran for microseconds.
+        assert!(matches!(poll_once(&mut call), Poll::Ready(Ok(()))));
+        drop(call);
+        assert!(!store.data().slice.yielded);
+        assert!(
+            store.data().slice.probe.is_some(),
+            "the ticks passed during the call"
+        );
+    }
+
+    #[test]
+    fn a_call_that_runs_through_its_ticks_yields_once_it_has_used_the_slice() {
+        let limits = PluginLimits::default();
+        let engine = PluginEngine::new(limits, None).unwrap();
+        let (mut store, instance) = instance(&engine);
+        let spin = instance
+            .get_typed_func::<(), ()>(&mut store, "spin")
+            .unwrap();
+        arm(&mut store, &limits);
+        let started = thread_cpu();
+        let mut call: GuestFuture<'_, ()> = Box::pin(spin.call_async(&mut store, ()));
+        assert!(poll_once(&mut call).is_pending(), "a looping call yields");
+        let spent = thread_cpu().saturating_sub(started);
+        drop(call);
+        let slice = store.data().slice;
+        assert!(slice.yielded);
+        // At least the slice's CPU after the probe; well under the 1 s budget.
+        assert!(spent >= SLICE_CPU, "{spent:?}");
+        assert!(spent < Duration::from_millis(100), "{spent:?}");
+        assert!(slice.inline >= EPOCH_TICK * 2 + SLICE_CPU, "{slice:?}");
+    }
+
+    fn armed() -> Slice {
+        Slice {
+            budget: Duration::from_millis(10),
+            inline: EPOCH_TICK * 2,
+            wall_ticks_left: 100,
+            ..Slice::default()
+        }
+    }
+
+    #[test]
+    fn inline_ticks_probe_then_continue_then_yield_with_the_cpu_counted() {
+        let ms = Duration::from_millis;
+        let mut s = armed();
+        assert!(matches!(
+            s.inline_tick(Some(ms(40))),
+            UpdateDeadline::Continue(1)
+        ));
+        assert_eq!(s.probe, Some(ms(40)));
+        // Descheduled: ticks pass, the CPU clock barely moves.
+        for _ in 0..5 {
+            assert!(matches!(
+                s.inline_tick(Some(ms(40) + Duration::from_micros(30))),
+                UpdateDeadline::Continue(1)
+            ));
+        }
+        assert!(!s.yielded);
+        assert!(matches!(
+            s.inline_tick(Some(ms(40) + SLICE_CPU)),
+            UpdateDeadline::Yield(1)
+        ));
+        assert!(s.yielded);
+        assert_eq!(s.inline, EPOCH_TICK * 2 + SLICE_CPU);
+        assert_eq!(s.wall_ticks_left, 93);
+    }
+
+    #[test]
+    fn an_unreadable_clock_yields_at_once_and_a_spent_budget_or_backstop_traps_inline() {
+        let mut s = armed();
+        assert!(matches!(s.inline_tick(None), UpdateDeadline::Yield(1)));
+        assert!(s.yielded);
+
+        let ms = Duration::from_millis;
+        let mut s = armed();
+        s.budget = ms(2);
+        let _ = s.inline_tick(Some(ms(1)));
+        assert!(matches!(
+            s.inline_tick(Some(ms(1) + Duration::from_micros(1))),
+            UpdateDeadline::Interrupt
+        ));
+
+        let mut s = armed();
+        s.wall_ticks_left = 2;
+        let _ = s.inline_tick(Some(ms(1)));
+        assert!(matches!(
+            s.inline_tick(Some(ms(1))),
+            UpdateDeadline::Interrupt
+        ));
     }
 }
