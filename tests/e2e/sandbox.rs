@@ -140,6 +140,56 @@ async fn loops_memory_bombs_and_panics_fail_one_call_each() {
     assert!(!log.contains("panicked"), "the host never panics:\n{log}");
 }
 
+/// The epoch ticker that counts guest budgets parks after 50 ms with no guest call
+/// (`plugin/ticker.rs`); the first call after an idle spell must wake it, or a looping guest
+/// would never meet its budget and the request would hang.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_looping_call_after_an_idle_spell_still_fails_at_its_budget() {
+    let wasm = hostile_provider().await;
+    let wasm = wasm.to_str().unwrap();
+    let mock = mock().await;
+    let base = mock.base_url("sandbox-idle");
+    let mut env = vec![kv("PGW_PLUGIN_TIMEOUT_MS", 200)];
+    env.extend(scope_env(wasm, &base, "LOOP", "loop"));
+    env.extend(scope_env(wasm, &base, "FINE", "fine"));
+    let gw = Serve::start(&env, &[]).await;
+    let client = reqwest::Client::builder()
+        .timeout(std::time::Duration::from_secs(20))
+        .build()
+        .unwrap();
+    for round in 0..2 {
+        // Idle for well past the ticker's 50 ms, then a fine call and a looping one.
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        let (status, body) = post(
+            &client,
+            &gw,
+            if round == 0 { "loop" } else { "fine" },
+            false,
+        )
+        .await;
+        if round == 0 {
+            assert_eq!(status, 502, "{body}");
+            let message = body["error"]["message"].as_str().unwrap_or_default();
+            assert!(
+                message.contains("exceeded its time budget of 200 ms"),
+                "{message}"
+            );
+        } else {
+            assert_eq!(status, 200, "{body}");
+        }
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let started = std::time::Instant::now();
+    let (status, body) = post(&client, &gw, "loop", true).await;
+    assert_eq!(status, 502, "{body}");
+    // The budget is CPU time with a wall-clock backstop of ten budgets (2 s).
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_provider_trapping_every_tenth_call_costs_exactly_those_calls() {
     let wasm = hostile_provider().await;

@@ -10,7 +10,7 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use wasmtime::component::{Component, HasData, Linker, ResourceTable};
@@ -23,12 +23,9 @@ use super::compile::{self, ChildCompileError, Compiler};
 use super::error::PluginError;
 use super::sandbox_io::{SandboxIo, SandboxIoData};
 use super::state::HostState;
+use super::ticker::Ticker;
 
-/// Epoch tick period: plugin deadlines are whole multiples of it, and a guest call's CPU
-/// clock is probed after `schedule::SLICE_TICKS` of them and checked at each one after
-/// (`schedule::SLICE_CPU`). 1 ms keeps a long call's move off the runtime's worker prompt;
-/// the ticker thread's 1 000 wake-ups a second cost well under 1 % of a core.
-pub(crate) const EPOCH_TICK: Duration = Duration::from_millis(1);
+pub(crate) use super::ticker::EPOCH_TICK;
 
 /// Default `PGW_PLUGIN_MAX_BYTES`: 100× a first-party component, yet a runaway file is refused.
 pub const DEFAULT_PLUGIN_MAX_BYTES: u64 = 64 * 1024 * 1024;
@@ -72,16 +69,6 @@ impl PluginLimits {
     }
 }
 
-struct Ticker {
-    stop: Arc<AtomicBool>,
-}
-
-impl Drop for Ticker {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-    }
-}
-
 /// The process's wasm engine, shared by every plugin component.
 #[derive(Clone)]
 pub struct PluginEngine {
@@ -92,7 +79,8 @@ pub struct PluginEngine {
     compiler: Compiler,
     /// Components this engine compiled in this process (in-process compiler, or a failed child).
     compiled_here: Arc<AtomicU64>,
-    _ticker: Arc<Ticker>,
+    /// Advances the epoch while guest code may run (see `ticker.rs`).
+    pub(crate) ticker: Arc<Ticker>,
 }
 
 impl std::fmt::Debug for PluginEngine {
@@ -123,20 +111,7 @@ impl PluginEngine {
         let engine = Engine::new(&config).map_err(|e| load_err(e.to_string()))?;
         let mut linker: Linker<HostState> = Linker::new(&engine);
         link_sandbox_wasi(&mut linker).map_err(|e| load_err(e.to_string()))?;
-        let stop = Arc::new(AtomicBool::new(false));
-        let weak = engine.weak();
-        let stop_thread = stop.clone();
-        std::thread::Builder::new()
-            .name("pgw-epoch".into())
-            .spawn(move || {
-                while !stop_thread.load(Ordering::Relaxed) {
-                    std::thread::sleep(EPOCH_TICK);
-                    match weak.upgrade() {
-                        Some(engine) => engine.increment_epoch(),
-                        None => break,
-                    }
-                }
-            })
+        let ticker = Ticker::start(engine.weak())
             .map_err(|e| load_err(format!("cannot start the epoch ticker: {e}")))?;
         Ok(Self {
             engine,
@@ -145,7 +120,7 @@ impl PluginEngine {
             cache_dir,
             compiler: Compiler::InProcess,
             compiled_here: Arc::new(AtomicU64::new(0)),
-            _ticker: Arc::new(Ticker { stop }),
+            ticker: Arc::new(ticker),
         })
     }
 

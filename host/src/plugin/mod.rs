@@ -23,6 +23,7 @@ mod selector;
 mod state;
 mod strategy;
 mod stream_parser;
+mod ticker;
 mod v0_1;
 mod versioned;
 mod wire;

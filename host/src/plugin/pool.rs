@@ -1,12 +1,13 @@
 //! The warm-instance pool every component kind (provider, selector, strategy) shares: a
 //! lock-free queue of idle instances, instantiation when it is empty, retirement of bloated
 //! instances, the fault count, and the one way a guest call is made ([`Warm::call`]: armed
-//! budget, scheduled by `schedule.rs`).
+//! budget, the epoch ticker awake, scheduled by `schedule.rs`).
 //!
 //! **Invariant:** an instance goes back to the pool only after a call that returned; after
 //! a trap it is dead ("cannot enter component instance") and is dropped, and the pool makes
 //! a fresh one on demand.
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crossbeam_queue::ArrayQueue;
@@ -16,6 +17,7 @@ use super::engine::{PluginEngine, PluginLimits, fault_message};
 use super::error::PluginError;
 use super::schedule::{self, GuestFuture};
 use super::state::HostState;
+use super::ticker::Ticker;
 
 /// An instance whose linear memory grew beyond this (e.g. after parsing a huge body) is
 /// dropped instead of going back to the pool, so idle instances never pin much memory.
@@ -33,10 +35,12 @@ pub(crate) trait World: Sized + Send + 'static {
     ) -> GuestFuture<'a, Self>;
 }
 
-/// One instance: its store (sandbox state and limits) and its bindings.
+/// One instance: its store (sandbox state and limits), its bindings, and its engine's
+/// epoch ticker (woken for every call).
 pub(crate) struct Warm<B> {
     store: Store<HostState>,
     bindings: B,
+    ticker: Arc<Ticker>,
 }
 
 impl<B> Warm<B> {
@@ -51,6 +55,7 @@ impl<B> Warm<B> {
         f: impl for<'a> FnOnce(&'a mut Store<HostState>, &'a B, &'a A) -> GuestFuture<'a, R>,
     ) -> wasmtime::Result<R> {
         schedule::arm(&mut self.store, limits);
+        let _awake = self.ticker.enter();
         schedule::run(f(&mut self.store, &self.bindings, args))
     }
 
@@ -83,8 +88,15 @@ impl<B: World> Pool<B> {
     /// A new instance, not from the pool (~30 µs).
     pub(crate) fn instantiate(&self) -> wasmtime::Result<Box<Warm<B>>> {
         let mut store = self.engine.sandboxed_store();
-        let bindings = schedule::run(B::instantiate(&self.pre, &mut store))?;
-        Ok(Box::new(Warm { store, bindings }))
+        let bindings = {
+            let _awake = self.engine.ticker.enter();
+            schedule::run(B::instantiate(&self.pre, &mut store))?
+        };
+        Ok(Box::new(Warm {
+            store,
+            bindings,
+            ticker: self.engine.ticker.clone(),
+        }))
     }
 
     /// An idle instance, or a new one when none is idle.

@@ -310,6 +310,7 @@ mod tests {
     fn a_call_that_spends_its_ticks_off_the_cpu_finishes_inline() {
         let limits = PluginLimits::default();
         let engine = PluginEngine::new(limits, None).unwrap();
+        let _awake = engine.ticker.enter();
         let (mut store, instance) = instance(&engine);
         let nap = instance
             .get_typed_func::<(), ()>(&mut store, "nap")
@@ -331,10 +332,23 @@ mod tests {
     fn a_call_that_runs_through_its_ticks_yields_once_it_has_used_the_slice() {
         let limits = PluginLimits::default();
         let engine = PluginEngine::new(limits, None).unwrap();
-        let (mut store, instance) = instance(&engine);
+        let (mut store, instance) = {
+            let _awake = engine.ticker.enter();
+            instance(&engine)
+        };
         let spin = instance
             .get_typed_func::<(), ()>(&mut store, "spin")
             .unwrap();
+        // The ticker parks when no guest code runs; entering wakes it, so the deadline counts.
+        let waiting = std::time::Instant::now();
+        while !engine.ticker.is_parked() {
+            assert!(
+                waiting.elapsed() < Duration::from_secs(5),
+                "the ticker never parked"
+            );
+            std::thread::sleep(EPOCH_TICK);
+        }
+        let _awake = engine.ticker.enter();
         arm(&mut store, &limits);
         let started = thread_cpu();
         let mut call: GuestFuture<'_, ()> = Box::pin(spin.call_async(&mut store, ()));
