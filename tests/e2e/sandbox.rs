@@ -158,7 +158,7 @@ async fn a_looping_call_after_an_idle_spell_still_fails_at_its_budget() {
         .build()
         .unwrap();
     for round in 0..2 {
-        // Idle for well past the ticker's 50 ms, then a fine call and a looping one.
+        // Idle for well past the ticker's 50 ms, then a looping call (round 0) or a fine one.
         tokio::time::sleep(std::time::Duration::from_millis(300)).await;
         let (status, body) = post(
             &client,
@@ -178,15 +178,16 @@ async fn a_looping_call_after_an_idle_spell_still_fails_at_its_budget() {
             assert_eq!(status, 200, "{body}");
         }
     }
+    // And streamed, after another idle spell. A call that never met its budget would hang
+    // until the client's 20 s timeout; how long one that does takes depends on the CPU its
+    // slow-call thread gets at nice +10 on a loaded machine, so no tighter bound is set.
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;
-    let started = std::time::Instant::now();
     let (status, body) = post(&client, &gw, "loop", true).await;
     assert_eq!(status, 502, "{body}");
-    // The budget is CPU time with a wall-clock backstop of ten budgets (2 s).
+    let message = body["error"]["message"].as_str().unwrap_or_default();
     assert!(
-        started.elapsed() < std::time::Duration::from_secs(3),
-        "{:?}",
-        started.elapsed()
+        message.contains("exceeded its time budget of 200 ms"),
+        "{message}"
     );
 }
 

@@ -15,8 +15,8 @@
 //! own at a lower CPU priority (nice +[`SLOW_CALL_NICENESS`]), while the calling worker waits
 //! inside [`tokio::task::block_in_place`], which hands the worker's queued tasks to a fresh
 //! worker thread. So four looping guest calls on a 2-core machine neither hold the runtime's
-//! workers nor delay their wake-ups, and a good call waits at most one slice behind a bad one
-//! (without this, guest code held a worker for its whole 1 s budget and good calls on other
+//! workers nor delay their wake-ups, and a good call waits at most one slice (two ticks, then
+//! 0.5 ms of the bad call's CPU and up to a tick more) behind a bad one (without this, guest code held a worker for its whole 1 s budget and good calls on other
 //! scopes waited seconds). The lower priority only matters when the CPU is contended: a slow
 //! guest call then gets a smaller share than the calls that are cheap, never none.
 //!
@@ -58,17 +58,20 @@ pub(crate) const SLOW_CALL_NICENESS: i32 = 10;
 /// boxed so it can finish on another thread.
 pub(crate) type GuestFuture<'a, R> = Pin<Box<dyn Future<Output = wasmtime::Result<R>> + Send + 'a>>;
 
-/// A call that runs off the worker may take this many times its budget in wall-clock time
-/// (when the CPU is contended and its lower priority gives it a smaller share) before it is
-/// stopped regardless of the CPU it used.
+/// A call may take this many times its budget in epoch callbacks (when the CPU is contended
+/// and its lower priority gives it a smaller share) before it is stopped regardless of the
+/// CPU it used. A callback comes once a tick while the call's thread runs; ticks that pass
+/// while the thread is descheduled count once, so the backstop is at least this many
+/// budgets of wall-clock time, more on a machine that deschedules the thread often.
 pub(crate) const WALL_BACKSTOP_FACTOR: u64 = 10;
 
 /// The per-call budget bookkeeping kept in the store (read by the epoch callback).
 ///
-/// The budget is CPU time: the first slice runs inline (counted as its wall-clock ticks),
-/// the rest is measured with the running thread's CPU clock, so a heavy but legitimate call
-/// that the scheduler slows down under contention is not failed for it; a wall-clock
-/// backstop of [`WALL_BACKSTOP_FACTOR`] budgets still bounds every call.
+/// The budget is CPU time: the ticks before the probe count as if the call ran through them,
+/// the rest is measured with the running thread's CPU clock (the calling thread's after the
+/// probe, the slow-call thread's after the yield), so a heavy but legitimate call that the
+/// scheduler slows down under contention is not failed for it; a backstop of
+/// [`WALL_BACKSTOP_FACTOR`] budgets in epoch callbacks still bounds every call.
 #[derive(Debug, Default, Clone, Copy)]
 pub(crate) struct Slice {
     /// The call has yielded once and runs off the worker now.
@@ -77,11 +80,11 @@ pub(crate) struct Slice {
     budget: Duration,
     /// The budget spent inline, before the yield.
     inline: Duration,
-    /// The calling thread's CPU clock at the probe (the first tick past [`SLICE_TICKS`]).
+    /// The calling thread's CPU clock at the probe (the deadline [`SLICE_TICKS`] ticks in).
     probe: Option<Duration>,
     /// The running thread's CPU clock when the off-worker part was first checked.
     cpu_start: Option<Duration>,
-    /// Epoch ticks left before the wall-clock backstop.
+    /// Epoch callbacks left before the backstop (inline and after the yield).
     wall_ticks_left: u64,
 }
 
@@ -275,13 +278,13 @@ mod tests {
     use super::*;
     use crate::plugin::engine::PluginEngine;
 
-    /// `nap` calls the host's `sleep_ms` four times (3 ms each: the epoch moves on ~12 ticks
+    /// `nap` calls the host's `sleep_ms` ten times (3 ms each: the epoch moves on ~30 ticks
     /// while the thread uses next to no CPU, as when the operating system deschedules it);
     /// `spin` loops until stopped.
     const MODULE: &str = r#"(module
         (import "host" "sleep_ms" (func $sleep (param i32)))
         (func (export "nap") (local i32)
-            (local.set 0 (i32.const 4))
+            (local.set 0 (i32.const 10))
             (loop $l
                 (call $sleep (i32.const 3))
                 (local.set 0 (i32.sub (local.get 0) (i32.const 1)))
