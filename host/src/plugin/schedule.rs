@@ -343,14 +343,7 @@ mod tests {
             .get_typed_func::<(), ()>(&mut store, "spin")
             .unwrap();
         // The ticker parks when no guest code runs; entering wakes it, so the deadline counts.
-        let waiting = std::time::Instant::now();
-        while !engine.ticker.is_parked() {
-            assert!(
-                waiting.elapsed() < Duration::from_secs(5),
-                "the ticker never parked"
-            );
-            std::thread::sleep(EPOCH_TICK);
-        }
+        engine.ticker.wait_parked();
         let _awake = engine.ticker.enter();
         arm(&mut store, &limits);
         let started = thread_cpu();

@@ -50,6 +50,7 @@ struct Shared {
     stop: AtomicBool,
     thread: OnceLock<Thread>,
     /// Ticks made (tests read it).
+    #[cfg(test)]
     ticks: AtomicU64,
 }
 
@@ -108,6 +109,12 @@ impl Ticker {
         self.shared.parked.load(Ordering::SeqCst)
     }
 
+    /// Wait (up to 5 s, else panic) until the ticker has parked (tests).
+    #[cfg(test)]
+    pub(crate) fn wait_parked(&self) {
+        tests::wait_until("the ticker parks", || self.is_parked());
+    }
+
     /// Ticks made so far (tests).
     #[cfg(test)]
     fn ticks(&self) -> u64 {
@@ -132,6 +139,7 @@ fn run(shared: &Shared, engine: &EngineWeak) {
             Some(engine) => engine.increment_epoch(),
             None => return,
         }
+        #[cfg(test)]
         shared.ticks.fetch_add(1, Ordering::Relaxed);
         let now = shared.calls.load(Ordering::SeqCst);
         idle = if now == last && now & RUNNING == 0 {
@@ -160,7 +168,7 @@ mod tests {
 
     use super::*;
 
-    fn wait_until(what: &str, cond: impl Fn() -> bool) {
+    pub(super) fn wait_until(what: &str, cond: impl Fn() -> bool) {
         let started = Instant::now();
         while !cond() {
             assert!(started.elapsed() < Duration::from_secs(5), "{what}");
