@@ -5,7 +5,7 @@ or with `--stream` streamed ones (the mock upstream's default answer as SSE chun
 Usage (README, "Benchmark"):
 
     python3 host/src/bench/instructions.py target/release/polygateway [--requests 3000] [--stream]
-        [--chunks 64]
+        [--chunks 64 [--pace-ms 20]] [--warmup 500] [--clients 4]
 
 Starts the binary's mock upstream and `serve` (the default configuration `polygateway bench`
 measures: SQLite telemetry, the memory limiter with every gate on, the breaker, a static
@@ -147,10 +147,12 @@ def by_component(out_file):
     return total, parts
 
 
-def measure(exe, requests, body, chunks=None):
+def measure(exe, requests, body, chunks=None, pace_ms=0, warmup=500, clients=4):
     """One run: `(answered, its directory, callgrind output file, serve log, SSE events per
     answer)`. `chunks`: the mock's answer is `chunks` words sent as `chunks` content chunks
-    (its script's `then`), instead of its default answer."""
+    (its script's `then`), instead of its default answer; `pace_ms`: that many milliseconds
+    between two chunks (the script's `inter_chunk_delay_ms`), so the gateway reads, parses
+    and forwards each chunk on its own, as under `bench`'s paced load."""
     work = tempfile.mkdtemp(prefix="pgw-instructions-")
     up, gw = free_port(), free_port()
     mock = [exe, "mock-upstream", "--listen", f"127.0.0.1:{up}"]
@@ -158,7 +160,8 @@ def measure(exe, requests, body, chunks=None):
         script = os.path.join(work, "script.json")
         with open(script, "w") as f:
             words = " ".join(f"w{i}" for i in range(chunks))
-            json.dump({"default": {"steps": [], "then": {"content": words, "chunks": chunks}}}, f)
+            then = {"content": words, "chunks": chunks, "inter_chunk_delay_ms": pace_ms}
+            json.dump({"default": {"steps": [], "then": then}}, f)
         mock += ["--script", script]
     upstream = subprocess.Popen(mock, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     # The gateway's configuration is `gateway_env(.., governance: true)` of `bench/mod.rs`
@@ -186,10 +189,10 @@ def measure(exe, requests, body, chunks=None):
                 env=env, cwd=work, stdout=log, stderr=log,
             )
             if wait_ready(gw, gateway, 300):
-                load(gw, 500, body, events=events)
+                load(gw, warmup, body, clients=clients, events=events)
                 subprocess.run(["callgrind_control", "-i", "on", str(gateway.pid)],
                                check=True, capture_output=True)
-                answered = load(gw, requests, body)
+                answered = load(gw, requests, body, clients=clients)
                 subprocess.run(["callgrind_control", "-i", "off", str(gateway.pid)],
                                check=True, capture_output=True)
     except (OSError, subprocess.CalledProcessError) as e:
@@ -216,12 +219,19 @@ def main():
                     help="streamed calls instead of non-streamed ones")
     ap.add_argument("--chunks", type=int, default=None,
                     help="the mock's answer as this many content chunks (default: its own)")
+    ap.add_argument("--pace-ms", type=int, default=0,
+                    help="milliseconds between two of the mock's chunks (needs --chunks)")
+    ap.add_argument("--warmup", type=int, default=500, help="calls before counting starts")
+    ap.add_argument("--clients", type=int, default=4, help="keep-alive clients")
     args = ap.parse_args()
+    if args.pace_ms and args.chunks is None:
+        sys.exit("--pace-ms needs --chunks")
     body, kind = (STREAM_BODY, "streamed") if args.stream else (BODY, "non-streamed")
     exe = os.path.abspath(args.binary)
     n = args.requests
     for attempt in range(1, args.attempts + 1):
-        answered, work, out_file, log_path, events = measure(exe, n, body, args.chunks)
+        answered, work, out_file, log_path, events = measure(
+            exe, n, body, args.chunks, args.pace_ms, args.warmup, args.clients)
         if answered == n:
             break
         with open(log_path, errors="replace") as log:

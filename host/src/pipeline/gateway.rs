@@ -21,6 +21,7 @@ use crate::telemetry::{Telemetry, TelemetryStatus};
 use super::embed::{self, EmbeddingRequest, EmbeddingResponse};
 use super::health;
 use super::ocr::{self, OcrHealth, OcrLayoutResult, OcrRequest, OcrTextResult};
+use super::own_wakes::OwnWakes;
 use super::reload::{ReloadError, ReloadReport, restart_required};
 use super::request::ChatRequest;
 use super::response::ChatResponse;
@@ -279,7 +280,12 @@ impl Gateway {
     pub async fn chat(&self, req: ChatRequest) -> Result<ChatResponse, GatewayError> {
         req.validate()?;
         let mut sink = Sink::Collect;
-        stack::run_call(self.inner(), req, &mut sink).await
+        // Polled with its own waker (`own_wakes.rs`): the upstream connection hands the
+        // answer's bytes to the body reader within the call, a wake that would otherwise
+        // reschedule the task (and its connection's dispatcher) for one more poll.
+        let mut wakes = OwnWakes::default();
+        let mut call = std::pin::pin!(stack::run_call(self.inner(), req, &mut sink));
+        std::future::poll_fn(|cx| wakes.poll(cx, |cx| call.as_mut().poll(cx))).await
     }
 
     /// Run one call as a stream of events: `Start` when the first token is ready (failover
@@ -309,6 +315,7 @@ impl Gateway {
         CallStream {
             rx,
             call: Some(Box::pin(call)),
+            wakes: OwnWakes::default(),
         }
     }
 
@@ -359,10 +366,16 @@ impl Gateway {
 /// hands out the events already sent; when there are none it drives the call, which sends
 /// more (or ends). Dropping the stream drops the call (its guards settle and its terminal
 /// row is still written).
+///
+/// The call is polled with its own waker (`own_wakes.rs`), and that waker is the one the
+/// channel holds: every sender is in the call today, so a send happens during a turn and is
+/// taken in that turn, with no wake of the task; a sender that lived elsewhere would still
+/// wake it.
 struct CallStream {
     rx: EventRx,
     /// The call, until it has ended.
     call: Option<std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>>,
+    wakes: OwnWakes,
 }
 
 impl Stream for CallStream {
@@ -372,26 +385,36 @@ impl Stream for CallStream {
         cx: &mut std::task::Context<'_>,
     ) -> std::task::Poll<Option<CallEvent>> {
         use std::task::Poll;
-        loop {
-            if let Poll::Ready(ev) = self.rx.poll_recv(cx) {
-                return Poll::Ready(ev);
-            }
-            let Some(call) = self.call.as_mut() else {
-                // The call ended: its senders are gone, so what is queued is all there is.
-                // `poll_recv` above answers `Pending` when the task's cooperative budget is
-                // spent (the call's own reads spend it) even with events queued, so they are
-                // taken here without it: an ended call's last event (its failure or its end)
-                // is never mistaken for no answer.
-                return Poll::Ready(self.rx.try_recv());
-            };
+        // `try_recv` does not spend the task's cooperative budget: an ended call's last event
+        // (its failure or its end) is handed out even when the call's reads spent it.
+        if let Some(ev) = self.rx.try_recv() {
+            return Poll::Ready(Some(ev));
+        }
+        let this = &mut *self;
+        let Some(call) = this.call.as_mut() else {
+            // The call ended: its senders are gone and what was queued has been taken.
+            return Poll::Ready(None);
+        };
+        let rx = &mut this.rx;
+        let out = this.wakes.poll(cx, |cx| {
             if call.as_mut().poll(cx).is_ready() {
-                // Its senders are gone: what it sent comes out, then the end.
-                self.call = None;
-                continue;
+                return Poll::Ready(None);
             }
-            // The call waits (upstream, back-off, a full channel never: it was empty);
-            // hand out whatever it sent during this poll.
-            return self.rx.poll_recv(cx);
+            // The call waits (upstream, back-off, room in a full channel): hand out what it
+            // sent during this turn, or wait for a send with the call's waker.
+            match rx.poll_recv(cx) {
+                Poll::Ready(Some(ev)) => Poll::Ready(Some(ev)),
+                // Every sender gone while the call runs cannot be; the call's wake ends it.
+                Poll::Ready(None) | Poll::Pending => Poll::Pending,
+            }
+        });
+        match out {
+            Poll::Ready(None) => {
+                // Its senders are gone: what it sent comes out, then the end.
+                this.call = None;
+                Poll::Ready(this.rx.try_recv())
+            }
+            other => other,
         }
     }
 }
@@ -405,6 +428,7 @@ mod tests {
 
     use super::CallStream;
     use crate::error::GatewayError;
+    use crate::pipeline::own_wakes::OwnWakes;
     use crate::pipeline::sink::{CallEvent, event_channel};
 
     /// Spend the task's cooperative budget until tokio refuses more.
@@ -434,6 +458,7 @@ mod tests {
         let mut stream = CallStream {
             rx,
             call: Some(Box::pin(call)),
+            wakes: OwnWakes::default(),
         };
         let first =
             std::future::poll_fn(|cx| Poll::Ready(Pin::new(&mut stream).poll_next(cx))).await;
@@ -445,5 +470,72 @@ mod tests {
         }
         let end = std::future::poll_fn(|cx| Poll::Ready(Pin::new(&mut stream).poll_next(cx))).await;
         assert!(matches!(end, Poll::Ready(None)), "{end:?}");
+    }
+
+    /// A task waker that counts its wakes.
+    #[derive(Default)]
+    struct Count(std::sync::atomic::AtomicUsize);
+    impl std::task::Wake for Count {
+        fn wake(self: std::sync::Arc<Self>) {
+            self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+
+    /// The events a call sends while the stream polls it come out of that poll, and a
+    /// hand-over within the call (here a channel between two halves of the call, in the
+    /// proxy the upstream driver feeding its body reader) does not wake the task again (both
+    /// used to: one more poll of the whole connection per upstream read); a wake from outside
+    /// the call (here a channel fed by the test, in the proxy the upstream socket) still
+    /// reaches the task.
+    #[test]
+    fn the_calls_own_hand_overs_do_not_wake_its_task() {
+        use std::sync::atomic::Ordering;
+        let count = std::sync::Arc::new(Count::default());
+        let waker = std::task::Waker::from(count.clone());
+        let mut cx = std::task::Context::from_waker(&waker);
+        let (tx, rx) = event_channel(4);
+        let (outside_tx, mut outside_rx) = tokio::sync::mpsc::unbounded_channel::<&str>();
+        let (inner_tx, mut inner_rx) = tokio::sync::mpsc::unbounded_channel::<&str>();
+        let call = async move {
+            let reader = async {
+                while let Some(m) = inner_rx.recv().await {
+                    let _ = tx
+                        .send(CallEvent::Failed(GatewayError::Internal(m.into())))
+                        .await;
+                }
+            };
+            let driver = async {
+                while let Some(m) = outside_rx.recv().await {
+                    let _ = inner_tx.send(m);
+                }
+                drop(inner_tx);
+            };
+            tokio::join!(reader, driver);
+        };
+        let mut stream = CallStream {
+            rx,
+            call: Some(Box::pin(call)),
+            wakes: OwnWakes::default(),
+        };
+        let mut next = || Pin::new(&mut stream).poll_next(&mut cx);
+        let is = |p: Poll<Option<CallEvent>>, want: &str| matches!(p, Poll::Ready(Some(CallEvent::Failed(GatewayError::Internal(m)))) if m == want);
+        assert!(next().is_pending());
+        for (i, m) in ["first", "second"].into_iter().enumerate() {
+            outside_tx.send(m).unwrap();
+            assert_eq!(
+                count.0.load(Ordering::SeqCst),
+                i + 1,
+                "an outside wake reaches the task"
+            );
+            assert!(is(next(), m));
+            assert!(next().is_pending());
+            assert_eq!(
+                count.0.load(Ordering::SeqCst),
+                i + 1,
+                "no wake for the call's own"
+            );
+        }
+        drop(outside_tx);
+        assert!(matches!(next(), Poll::Ready(None)));
     }
 }

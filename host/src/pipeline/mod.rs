@@ -18,6 +18,7 @@ mod layer;
 mod lean;
 mod ocr;
 mod options;
+mod own_wakes;
 pub(crate) mod passthrough;
 pub(crate) mod reasoning;
 mod reload;

@@ -54,9 +54,10 @@ pub struct StreamStart {
 #[derive(Debug)]
 pub(crate) struct SinkClosed;
 
-/// A call's event channel with room for `capacity` batches. Sending a batch wakes the
-/// receiver once, so the deltas of one upstream read cost one hand-over between tasks (and
-/// the proxy writes them to its client at once) instead of one per delta.
+/// A call's event channel with room for `capacity` batches. The deltas of one upstream read
+/// go as one batch, so the proxy writes them to its client at once instead of one per delta.
+/// A send wakes the receiver's registered waker: for `chat_stream` that is the call's own
+/// waker (`own_wakes.rs`), so a send from within the call is no wake of its task.
 pub(crate) fn event_channel(capacity: usize) -> (EventTx, EventRx) {
     let (tx, rx) = mpsc::channel(capacity);
     (
