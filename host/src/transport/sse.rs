@@ -154,10 +154,7 @@ impl SseFramer {
     fn drain(&mut self, out: &mut Vec<SseEvent>, eof: bool) {
         while self.overflow.is_none() {
             let from = self.scanned;
-            let Some(rel) = self.buf[from..]
-                .iter()
-                .position(|&b| b == b'\n' || b == b'\r')
-            else {
+            let Some(rel) = memchr::memchr2(b'\n', b'\r', &self.buf[from..]) else {
                 self.scanned = self.buf.len();
                 return;
             };
@@ -201,7 +198,7 @@ impl SseFramer {
             self.comments += 1;
             return;
         }
-        let (field, value) = match line.iter().position(|&b| b == b':') {
+        let (field, value) = match memchr::memchr(b':', line) {
             Some(i) => {
                 let v = &line[i + 1..];
                 (&line[..i], v.strip_prefix(b" ").unwrap_or(v))
