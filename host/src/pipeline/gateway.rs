@@ -472,15 +472,6 @@ mod tests {
         assert!(matches!(end, Poll::Ready(None)), "{end:?}");
     }
 
-    /// A task waker that counts its wakes.
-    #[derive(Default)]
-    struct Count(std::sync::atomic::AtomicUsize);
-    impl std::task::Wake for Count {
-        fn wake(self: std::sync::Arc<Self>) {
-            self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        }
-    }
-
     /// The events a call sends while the stream polls it come out of that poll, and a
     /// hand-over within the call (here a channel between two halves of the call, in the
     /// proxy the upstream driver feeding its body reader) does not wake the task again (both
@@ -490,8 +481,7 @@ mod tests {
     #[test]
     fn the_calls_own_hand_overs_do_not_wake_its_task() {
         use std::sync::atomic::Ordering;
-        let count = std::sync::Arc::new(Count::default());
-        let waker = std::task::Waker::from(count.clone());
+        let (count, waker) = crate::pipeline::own_wakes::tests::task();
         let mut cx = std::task::Context::from_waker(&waker);
         let (tx, rx) = event_channel(4);
         let (outside_tx, mut outside_rx) = tokio::sync::mpsc::unbounded_channel::<&str>();

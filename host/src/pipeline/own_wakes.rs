@@ -133,7 +133,7 @@ impl Drop for Turn<'_> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use std::future::Future;
     use std::pin::pin;
     use std::sync::Arc;
@@ -144,14 +144,15 @@ mod tests {
 
     /// A task waker that counts its wakes.
     #[derive(Default)]
-    struct Count(AtomicUsize);
+    pub(crate) struct Count(pub(crate) AtomicUsize);
     impl Wake for Count {
         fn wake(self: Arc<Self>) {
             self.0.fetch_add(1, Ordering::SeqCst);
         }
     }
 
-    fn task() -> (Arc<Count>, Waker) {
+    /// A task's waker and the count of its wakes (also for `CallStream`'s tests).
+    pub(crate) fn task() -> (Arc<Count>, Waker) {
         let c = Arc::new(Count::default());
         (c.clone(), Waker::from(c))
     }
