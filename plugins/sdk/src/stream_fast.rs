@@ -15,73 +15,302 @@
 use std::borrow::Cow;
 
 use std::fmt;
+use std::marker::PhantomData;
 
 use serde::Deserialize;
-use serde::de::{self, IgnoredAny, SeqAccess, Visitor};
+use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
 use serde_json::value::RawValue;
 
-use crate::fields::{Obj, finish_reason_from_str, usage_from_text};
+use crate::fields::{finish_reason_from_str, usage_from_text};
 use crate::passthrough::{self, ObjectText};
 use crate::{Delta, ThinkSplitter};
 
-// Every key is named (`deny_unknown_fields`): a field the fast path does not know is one it
-// could not pass through, so such a chunk is declined to the `Value` path, which carries it.
-// The pass-through fields it does know are borrowed raw (`null` reads as absent).
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
+// Every key is named (unknown keys are refused): a field the fast path does not know is one
+// it could not pass through, so such a chunk is declined to the `Value` path, which carries
+// it. The pass-through fields it does know are borrowed raw (`null` reads as absent).
+//
+// The three levels are filled in place ([`Fill`]) rather than derived: a derived struct is
+// built in the visitor's locals and moved out through every `Result` on the way up, and a
+// chunk (~440 bytes, nearly all of it choice 0's two bodies) was copied that way several
+// times a read — a fifth of the fast path's instructions went to `memcpy`, and in a
+// component every such copy is a `memory.copy` the runtime carries out in the host.
+
+/// A chunk's or a whole response's top-level keys, numbered as [`Chunk`]'s `fill` reads them.
+struct ChunkKeys;
+
+impl Keys for ChunkKeys {
+    const NAMES: &'static [&'static str] = &[
+        "id",
+        "object",
+        "created",
+        "model",
+        "choices",
+        "error",
+        "usage",
+        "service_tier",
+        "system_fingerprint",
+    ];
+    fn index(key: &str) -> Option<usize> {
+        match key {
+            "id" => Some(0),
+            "object" => Some(1),
+            "created" => Some(2),
+            "model" => Some(3),
+            "choices" => Some(4),
+            "error" => Some(5),
+            "usage" => Some(6),
+            "service_tier" => Some(7),
+            "system_fingerprint" => Some(8),
+            _ => None,
+        }
+    }
+}
+
+/// A chunk or a whole response. `id`, `object` and `created` are read and dropped: the
+/// gateway writes its own.
+#[derive(Default)]
 struct Chunk<'a> {
-    // The gateway writes its own; named only so that they are not unknown.
-    #[serde(rename = "id")]
-    _id: Option<IgnoredAny>,
-    #[serde(rename = "object")]
-    _object: Option<IgnoredAny>,
-    #[serde(rename = "created")]
-    _created: Option<IgnoredAny>,
-    #[serde(borrow)]
     model: Option<Text<'a>>,
-    #[serde(borrow)]
+    /// `None` when missing or `null`; choice 0 (if any) inside.
     choices: Option<Choices<'a>>,
-    error: Option<IgnoredAny>,
-    #[serde(borrow)]
+    /// A non-null `error` (the fast path declines such a chunk).
+    error: bool,
     usage: Option<&'a RawValue>,
-    #[serde(borrow)]
     service_tier: Option<&'a RawValue>,
-    #[serde(borrow)]
     system_fingerprint: Option<&'a RawValue>,
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
+/// A choice's keys, numbered as [`Choice`]'s `fill` reads them.
+struct ChoiceKeys;
+
+impl Keys for ChoiceKeys {
+    const NAMES: &'static [&'static str] =
+        &["index", "delta", "message", "finish_reason", "logprobs"];
+    fn index(key: &str) -> Option<usize> {
+        match key {
+            "index" => Some(0),
+            "delta" => Some(1),
+            "message" => Some(2),
+            "finish_reason" => Some(3),
+            "logprobs" => Some(4),
+            _ => None,
+        }
+    }
+}
+
+#[derive(Default)]
 struct Choice<'a> {
-    #[serde(default)]
     index: Index,
-    #[serde(borrow)]
-    delta: Option<Obj<Body<'a>>>,
-    #[serde(borrow)]
-    message: Option<Obj<Body<'a>>>,
-    #[serde(borrow)]
+    delta: Option<Body<'a>>,
+    message: Option<Body<'a>>,
     finish_reason: Option<Text<'a>>,
-    #[serde(borrow)]
     logprobs: Option<&'a RawValue>,
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
+/// A delta's or a message's keys, numbered as [`Body`]'s `fill` reads them.
+struct BodyKeys;
+
+impl Keys for BodyKeys {
+    const NAMES: &'static [&'static str] = &[
+        "role",
+        "content",
+        "reasoning_content",
+        "reasoning",
+        "refusal",
+        "tool_calls",
+        "function_call",
+    ];
+    fn index(key: &str) -> Option<usize> {
+        match key {
+            "role" => Some(0),
+            "content" => Some(1),
+            "reasoning_content" => Some(2),
+            "reasoning" => Some(3),
+            "refusal" => Some(4),
+            "tool_calls" => Some(5),
+            "function_call" => Some(6),
+            _ => None,
+        }
+    }
+}
+
+#[derive(Default)]
 struct Body<'a> {
-    #[serde(borrow)]
     role: Option<Text<'a>>,
-    #[serde(borrow)]
     content: Option<Text<'a>>,
-    #[serde(borrow)]
     reasoning_content: Option<Text<'a>>,
-    #[serde(borrow)]
     reasoning: Option<Text<'a>>,
-    #[serde(borrow)]
     refusal: Option<Text<'a>>,
-    tool_calls: Option<IgnoredAny>,
-    #[serde(borrow)]
+    /// A non-null `tool_calls` (the fast path declines such a chunk).
+    tool_calls: bool,
     function_call: Option<&'a RawValue>,
+}
+
+/// A JSON object read into an existing value, key by key, as a derived
+/// `#[serde(deny_unknown_fields)]` struct of `Option` fields reads it: a missing key leaves
+/// its field as it was (the default), an unknown or a repeated key is an error, and so is a
+/// value of another type than the field's.
+trait Fill<'de>: Default {
+    fn fill<A: MapAccess<'de>>(&mut self, map: A) -> Result<(), A::Error>;
+}
+
+/// Reads a JSON object (nothing else) into `self.0` through [`Fill`].
+struct InPlace<'c, T>(&'c mut T);
+
+impl<'de, T: Fill<'de>> DeserializeSeed<'de> for InPlace<'_, T> {
+    type Value = ();
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_map(self)
+    }
+}
+
+impl<'de, T: Fill<'de>> Visitor<'de> for InPlace<'_, T> {
+    type Value = ();
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("an object")
+    }
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<(), A::Error> {
+        self.0.fill(map)
+    }
+}
+
+/// Reads `null` (leaving `None`) or a JSON object into `self.0` (as `Some`, in place).
+struct OptInPlace<'c, T>(&'c mut Option<T>);
+
+impl<'de, T: Fill<'de>> DeserializeSeed<'de> for OptInPlace<'_, T> {
+    type Value = ();
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_option(self)
+    }
+}
+
+impl<'de, T: Fill<'de>> Visitor<'de> for OptInPlace<'_, T> {
+    type Value = ();
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("null or an object")
+    }
+    fn visit_none<E: de::Error>(self) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        InPlace(self.0.insert(T::default())).deserialize(d)
+    }
+}
+
+/// The keys of one kind of object: `index` numbers them (a `match` on the names, which
+/// compiles to a switch on the length and compares with constants; a type, not a function
+/// pointer, so that the lookup is inlined — through a pointer each key was an indirect call,
+/// which made the guest slower than the derived structs it replaced).
+trait Keys {
+    const NAMES: &'static [&'static str];
+    fn index(key: &str) -> Option<usize>;
+}
+
+/// A key of an object whose keys are `K`'s: its number, or an error for any other.
+struct Key<K>(PhantomData<K>);
+
+impl<'de, K: Keys> DeserializeSeed<'de> for Key<K> {
+    type Value = usize;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<usize, D::Error> {
+        d.deserialize_identifier(self)
+    }
+}
+
+impl<'de, K: Keys> Visitor<'de> for Key<K> {
+    type Value = usize;
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a field name")
+    }
+    fn visit_str<E: de::Error>(self, key: &str) -> Result<usize, E> {
+        K::index(key).ok_or_else(|| E::unknown_field(key, K::NAMES))
+    }
+}
+
+/// The next key of `map` (among `keys`), refusing one already seen (`seen`: a bit per key).
+fn next_key<'de, K: Keys, A: MapAccess<'de>>(
+    map: &mut A,
+    seen: &mut u16,
+) -> Result<Option<usize>, A::Error> {
+    let Some(key) = map.next_key_seed(Key::<K>(PhantomData))? else {
+        return Ok(None);
+    };
+    let bit = 1u16 << key;
+    if *seen & bit != 0 {
+        return Err(de::Error::duplicate_field(K::NAMES[key]));
+    }
+    *seen |= bit;
+    Ok(Some(key))
+}
+
+/// Reads a value that may be anything, answering whether it is not `null`.
+fn non_null<'de, A: MapAccess<'de>>(map: &mut A) -> Result<bool, A::Error> {
+    Ok(map.next_value::<Option<IgnoredAny>>()?.is_some())
+}
+
+impl<'de> Fill<'de> for Chunk<'de> {
+    fn fill<A: MapAccess<'de>>(&mut self, mut map: A) -> Result<(), A::Error> {
+        let mut seen = 0;
+        while let Some(key) = next_key::<ChunkKeys, _>(&mut map, &mut seen)? {
+            match key {
+                0..=2 => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+                3 => self.model = map.next_value()?,
+                4 => map.next_value_seed(OptChoices(&mut self.choices))?,
+                5 => self.error = non_null(&mut map)?,
+                6 => self.usage = map.next_value()?,
+                7 => self.service_tier = map.next_value()?,
+                _ => self.system_fingerprint = map.next_value()?,
+            }
+        }
+        Ok(())
+    }
+}
+
+impl<'de> Fill<'de> for Choice<'de> {
+    fn fill<A: MapAccess<'de>>(&mut self, mut map: A) -> Result<(), A::Error> {
+        let mut seen = 0;
+        while let Some(key) = next_key::<ChoiceKeys, _>(&mut map, &mut seen)? {
+            match key {
+                0 => self.index = Index(Some(map.next_value()?)),
+                1 => map.next_value_seed(OptInPlace(&mut self.delta))?,
+                2 => map.next_value_seed(OptInPlace(&mut self.message))?,
+                3 => self.finish_reason = map.next_value()?,
+                _ => self.logprobs = map.next_value()?,
+            }
+        }
+        Ok(())
+    }
+}
+
+impl<'de> Fill<'de> for Body<'de> {
+    fn fill<A: MapAccess<'de>>(&mut self, mut map: A) -> Result<(), A::Error> {
+        let mut seen = 0;
+        while let Some(key) = next_key::<BodyKeys, _>(&mut map, &mut seen)? {
+            match key {
+                0 => self.role = map.next_value()?,
+                1 => self.content = map.next_value()?,
+                2 => self.reasoning_content = map.next_value()?,
+                3 => self.reasoning = map.next_value()?,
+                4 => self.refusal = map.next_value()?,
+                5 => self.tool_calls = non_null(&mut map)?,
+                _ => self.function_call = map.next_value()?,
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Reads `text` (a whole JSON object, nothing after it but whitespace) into `chunk` (a
+/// default one), answering `false` when it is not of the common shape. (Filled through a
+/// reference: returned by value, the chunk was one more copy.)
+fn read_chunk<'a>(text: &'a str, chunk: &mut Chunk<'a>) -> bool {
+    let mut de = serde_json::Deserializer::from_str(text);
+    InPlace(chunk).deserialize(&mut de).is_ok() && de.end().is_ok()
 }
 
 /// The passthrough delta of a chunk or response the fast path took (keys in sorted order at
@@ -122,12 +351,6 @@ fn fast_passthrough(
 /// is 0; `null` is not).
 #[derive(Default)]
 struct Index(Option<Value>);
-
-impl<'de> Deserialize<'de> for Index {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        Value::deserialize(d).map(|v| Index(Some(v)))
-    }
-}
 
 impl Index {
     fn is_zero(&self) -> bool {
@@ -171,29 +394,58 @@ impl<'de: 'a, 'a> Deserialize<'de> for Text<'a> {
 /// A `choices` array read for its first choice whose index is 0 (what the parsers use),
 /// every element still read and checked as a [`Choice`], without collecting them (a `Vec` of
 /// choices was an allocation per chunk).
+#[derive(Default)]
 struct Choices<'a> {
     zero: Option<Choice<'a>>,
 }
 
-impl<'de: 'a, 'a> Deserialize<'de> for Choices<'a> {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct Visit;
-        impl<'de> Visitor<'de> for Visit {
-            type Value = Choices<'de>;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("an array of choices")
-            }
-            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Choices<'de>, A::Error> {
-                let mut zero = None;
-                while let Some(choice) = seq.next_element::<Obj<Choice<'de>>>()? {
-                    if zero.is_none() && choice.0.index.is_zero() {
-                        zero = Some(choice.0);
-                    }
+/// Reads `null` (leaving `None`) or a `choices` array into `self.0` (as `Some`).
+struct OptChoices<'c, 'a>(&'c mut Option<Choices<'a>>);
+
+impl<'de> DeserializeSeed<'de> for OptChoices<'_, 'de> {
+    type Value = ();
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_option(self)
+    }
+}
+
+impl<'de> Visitor<'de> for OptChoices<'_, 'de> {
+    type Value = ();
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("null or an array of choices")
+    }
+    fn visit_none<E: de::Error>(self) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_seq(self)
+    }
+    fn visit_seq<S: SeqAccess<'de>>(self, mut seq: S) -> Result<(), S::Error> {
+        let choices = self.0.insert(Choices::default());
+        // Until choice 0 is found, each element is read straight into its place (and
+        // cleared again when its index is not 0); after it, into a scratch choice that is
+        // only checked.
+        let mut rest: Option<Choice<'de>> = None;
+        loop {
+            if choices.zero.is_none() {
+                let slot = choices.zero.insert(Choice::default());
+                let read = seq.next_element_seed(InPlace(slot))?;
+                if read.is_none() || !slot.index.is_zero() {
+                    choices.zero = None;
                 }
-                Ok(Choices { zero })
+                if read.is_none() {
+                    return Ok(());
+                }
+            } else {
+                let slot = rest.insert(Choice::default());
+                if seq.next_element_seed(InPlace(slot))?.is_none() {
+                    return Ok(());
+                }
             }
         }
-        d.deserialize_seq(Visit)
     }
 }
 
@@ -205,13 +457,14 @@ pub(crate) fn parse_common(
     think: Option<&mut ThinkSplitter>,
     out: &mut Vec<Delta>,
 ) -> bool {
-    let Ok(chunk) = serde_json::from_str::<Obj<Chunk<'_>>>(data) else {
-        return false;
-    };
-    if chunk.error.is_some() {
+    let mut chunk = Chunk::default();
+    if !read_chunk(data, &mut chunk) {
         return false;
     }
-    let Some(choice) = common_choice(&chunk, |c| c.delta.as_deref()) else {
+    if chunk.error {
+        return false;
+    }
+    let Some(choice) = common_choice(&chunk, |c| c.delta.as_ref()) else {
         return false;
     };
     // The last chunk of a stream carries usage (`stream_options.include_usage`): read typed
@@ -230,10 +483,10 @@ pub(crate) fn parse_common(
     out.extend(fast_passthrough(
         &chunk,
         choice,
-        choice.and_then(|c| c.delta.as_deref()),
+        choice.and_then(|c| c.delta.as_ref()),
     ));
     if let Some(choice) = choice {
-        push_common(choice, choice.delta.as_deref(), think, out);
+        push_common(choice, choice.delta.as_ref(), think, out);
     }
     if let Some(usage) = usage {
         out.push(Delta::Usage(usage));
@@ -255,13 +508,14 @@ pub(crate) fn parse_response_common(
     let Ok(body) = std::str::from_utf8(body) else {
         return false;
     };
-    let Ok(response) = serde_json::from_str::<Obj<Chunk<'_>>>(body) else {
-        return false;
-    };
-    if response.error.is_some() || response.choices.is_none() {
+    let mut response = Chunk::default();
+    if !read_chunk(body, &mut response) {
         return false;
     }
-    let Some(choice) = common_choice(&response, |c| c.message.as_deref()) else {
+    if response.error || response.choices.is_none() {
+        return false;
+    }
+    let Some(choice) = common_choice(&response, |c| c.message.as_ref()) else {
         return false;
     };
     // Typed when common, else through the Value path, so every odd form reads the same.
@@ -278,11 +532,11 @@ pub(crate) fn parse_response_common(
     out.extend(fast_passthrough(
         &response,
         choice,
-        choice.and_then(|c| c.message.as_deref()),
+        choice.and_then(|c| c.message.as_ref()),
     ));
     let mut think = think;
     if let Some(choice) = choice {
-        push_common(choice, choice.message.as_deref(), think.as_deref_mut(), out);
+        push_common(choice, choice.message.as_ref(), think.as_deref_mut(), out);
     }
     if let Some(split) = think {
         // A response without a finish reason still ends here.
@@ -302,10 +556,7 @@ fn common_choice<'c, 'a>(
     part: impl Fn(&'c Choice<'a>) -> Option<&'c Body<'a>>,
 ) -> Option<Option<&'c Choice<'a>>> {
     let choice = chunk.choices.as_ref().and_then(|c| c.zero.as_ref());
-    if choice
-        .and_then(part)
-        .is_some_and(|b| b.tool_calls.is_some())
-    {
+    if choice.and_then(part).is_some_and(|b| b.tool_calls) {
         return None;
     }
     Some(choice)
@@ -491,6 +742,27 @@ mod tests {
             (
                 r#"{"choices":[{"delta":{"content":"a","content":"b"}}]}"#,
                 false,
+            ),
+            // A repeated key is refused even when its first value was `null`.
+            (r#"{"model":null,"model":"m","choices":[]}"#, false),
+            (r#"{"choices":null,"choices":[]}"#, false),
+            (
+                r#"{"choices":[{"index":0,"delta":null,"delta":{"content":"x"}}]}"#,
+                false,
+            ),
+            (
+                r#"{"choices":[{"index":1,"index":0,"delta":{"content":"x"}}]}"#,
+                false,
+            ),
+            // Keys in any order (serde_json writes them sorted): the index after the delta,
+            // a choice at index 1 read and dropped before the one at index 0.
+            (
+                r#"{"choices":[{"delta":{"content":"tok1 "},"finish_reason":null,"index":0}],"created":1700000000,"id":"chatcmpl-bench","model":"bench-model","object":"chat.completion.chunk"}"#,
+                true,
+            ),
+            (
+                r#"{"choices":[{"delta":{"content":"one","role":"assistant"},"index":1},{"delta":{"content":"zero"},"finish_reason":"stop","index":0},{"delta":{"content":"two"},"index":0}]}"#,
+                true,
             ),
         ];
         for think in [false, true] {
