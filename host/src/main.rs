@@ -26,7 +26,7 @@ static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 /// right after the non-streamed and streamed loads, the gateway's peak RSS under the paced
 /// load was 78.7–86.2 MiB (mean 81.6, four full runs) with the 10 s decay and 76.5–80.8 MiB
 /// (mean 78.4, four runs) with 1 s — the ~77 MiB the paced load reaches alone is its own
-/// (README, "Benchmark"). Purging sooner costs `madvise` calls; CPU per request in the same
+/// (docs/benchmark-history.md). Purging sooner costs `madvise` calls; CPU per request in the same
 /// runs stayed within their run-to-run noise. jemalloc purges as its arenas allocate and
 /// free (there is no `background_thread`), so a process that goes idle right after a burst
 /// keeps that heap until it next serves a call.

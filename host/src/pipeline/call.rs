@@ -91,7 +91,7 @@ async fn recorded<N: Layer>(
     // whole value. Built by value, it was copied four times per call — as this future's
     // state was written, into `Instrumented`, into the awaiting slot, and into the box
     // `run_call` made: `memcpy` was 63.4k of the 324.9k instructions of a non-streamed call,
-    // 16.6k after (`host/src/bench/instructions.py`; README, "Benchmark"). Rust has no
+    // 16.6k after (`host/src/bench/instructions.py`; docs/benchmark-history.md). Rust has no
     // placement: in an optimised build the compiler builds it in the allocation (a debug
     // build still copies it once, and a compiler upgrade could bring the copy back, which
     // that tool's `memcpy` line shows). What wraps it moves a pointer.

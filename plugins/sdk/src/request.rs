@@ -69,8 +69,8 @@ pub struct Extensions {
 /// when `json.contains(&format!("\"{}\"", keys[i]))` would be true. One pass over the
 /// quotes instead of one substring search per key: each `str::contains` builds a two-way
 /// searcher first, and the four per message were 7 % of the guest instructions of a short
-/// non-streamed call (74.1k → 69.1k per call, `host/src/bench/instructions.py`; README,
-/// "Benchmark").
+/// non-streamed call (74.1k → 69.1k per call, `host/src/bench/instructions.py`;
+/// docs/benchmark-history.md).
 pub(crate) fn quoted_keys(json: &str, keys: &[&str]) -> u32 {
     debug_assert!(keys.len() <= 32, "quoted_keys answers for at most 32 keys");
     let bytes = json.as_bytes();
