@@ -238,6 +238,7 @@ fn next_key<'de, K: Keys, A: MapAccess<'de>>(
     let Some(key) = map.next_key_seed(Key::<K>(PhantomData))? else {
         return Ok(None);
     };
+    const { assert!(K::NAMES.len() <= 16, "one bit of `seen` per key") };
     let bit = 1u16 << key;
     if *seen & bit != 0 {
         return Err(de::Error::duplicate_field(K::NAMES[key]));
@@ -764,6 +765,39 @@ mod tests {
                 r#"{"choices":[{"delta":{"content":"one","role":"assistant"},"index":1},{"delta":{"content":"zero"},"finish_reason":"stop","index":0},{"delta":{"content":"two"},"index":0}]}"#,
                 true,
             ),
+            // An escaped key is its decoded name; an empty object is a chunk with nothing.
+            (r#"{"mod\u0065l":"m","choices":[]}"#, true),
+            (r#"{}"#, true),
+            // Text after the object, and elements of `choices` that are not objects (at
+            // choice 0's place and after it).
+            (r#"{"choices":[]} x"#, false),
+            (r#"{}{}"#, false),
+            (r#"{"choices":[null]}"#, false),
+            (r#"{"choices":[{"index":0},[0,null]]}"#, false),
+            (r#"{"choices":[{"index":0},null]}"#, false),
+            // Every key has its own place in the repeat check, `null` last or not.
+            (r#"{"error":{"m":1},"error":null,"choices":[]}"#, false),
+            (
+                r#"{"service_tier":"a","service_tier":null,"choices":[]}"#,
+                false,
+            ),
+            (r#"{"id":"a","id":"b","choices":[]}"#, false),
+            (
+                r#"{"choices":[{"index":0,"logprobs":null,"logprobs":null}]}"#,
+                false,
+            ),
+            (
+                r#"{"choices":[{"index":0,"finish_reason":"stop","finish_reason":null}]}"#,
+                false,
+            ),
+            (
+                r#"{"choices":[{"index":0,"delta":{"tool_calls":null,"tool_calls":null}}]}"#,
+                false,
+            ),
+            (
+                r#"{"choices":[{"index":0,"delta":{"function_call":null,"function_call":null}}]}"#,
+                false,
+            ),
         ];
         for think in [false, true] {
             for (data, fast) in cases {
@@ -863,6 +897,12 @@ mod tests {
                 false,
             ),
             (r#"{"choices":[],"usage":{"prompt_tokens":1,"#, false),
+            (r#"{"choices":[]} x"#, false),
+            (r#"{}"#, false),
+            (
+                r#"{"choices":[{"message":null,"message":{"content":"x"}}]}"#,
+                false,
+            ),
             ("<html>bad gateway</html>", false),
             ("[1,2]", false),
         ];
