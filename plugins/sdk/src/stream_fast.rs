@@ -175,20 +175,31 @@ impl<'de, T: Fill<'de>> Visitor<'de> for InPlace<'_, T> {
     }
 }
 
-/// Reads `null` (leaving `None`) or a JSON object into `self.0` (as `Some`, in place).
+/// A value read in place: an object through [`Fill`], or the `choices` array.
+trait ReadInPlace<'de>: Default {
+    fn read<D: Deserializer<'de>>(&mut self, d: D) -> Result<(), D::Error>;
+}
+
+impl<'de, T: Fill<'de>> ReadInPlace<'de> for T {
+    fn read<D: Deserializer<'de>>(&mut self, d: D) -> Result<(), D::Error> {
+        InPlace(self).deserialize(d)
+    }
+}
+
+/// Reads `null` (leaving `None`) or the value `T` reads into `self.0` (as `Some`, in place).
 struct OptInPlace<'c, T>(&'c mut Option<T>);
 
-impl<'de, T: Fill<'de>> DeserializeSeed<'de> for OptInPlace<'_, T> {
+impl<'de, T: ReadInPlace<'de>> DeserializeSeed<'de> for OptInPlace<'_, T> {
     type Value = ();
     fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
         d.deserialize_option(self)
     }
 }
 
-impl<'de, T: Fill<'de>> Visitor<'de> for OptInPlace<'_, T> {
+impl<'de, T: ReadInPlace<'de>> Visitor<'de> for OptInPlace<'_, T> {
     type Value = ();
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("null or an object")
+        f.write_str("null or a value")
     }
     fn visit_none<E: de::Error>(self) -> Result<(), E> {
         Ok(())
@@ -197,7 +208,7 @@ impl<'de, T: Fill<'de>> Visitor<'de> for OptInPlace<'_, T> {
         Ok(())
     }
     fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
-        InPlace(self.0.insert(T::default())).deserialize(d)
+        self.0.insert(T::default()).read(d)
     }
 }
 
@@ -261,7 +272,7 @@ impl<'de> Fill<'de> for Chunk<'de> {
                     map.next_value::<IgnoredAny>()?;
                 }
                 3 => self.model = map.next_value()?,
-                4 => map.next_value_seed(OptChoices(&mut self.choices))?,
+                4 => map.next_value_seed(OptInPlace(&mut self.choices))?,
                 5 => self.error = non_null(&mut map)?,
                 6 => self.usage = map.next_value()?,
                 7 => self.service_tier = map.next_value()?,
@@ -400,32 +411,22 @@ struct Choices<'a> {
     zero: Option<Choice<'a>>,
 }
 
-/// Reads `null` (leaving `None`) or a `choices` array into `self.0` (as `Some`).
-struct OptChoices<'c, 'a>(&'c mut Option<Choices<'a>>);
-
-impl<'de> DeserializeSeed<'de> for OptChoices<'_, 'de> {
-    type Value = ();
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
-        d.deserialize_option(self)
+impl<'de> ReadInPlace<'de> for Choices<'de> {
+    fn read<D: Deserializer<'de>>(&mut self, d: D) -> Result<(), D::Error> {
+        d.deserialize_seq(ChoicesSeq(self))
     }
 }
 
-impl<'de> Visitor<'de> for OptChoices<'_, 'de> {
+/// Reads a `choices` array into `self.0`.
+struct ChoicesSeq<'c, 'a>(&'c mut Choices<'a>);
+
+impl<'de> Visitor<'de> for ChoicesSeq<'_, 'de> {
     type Value = ();
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("null or an array of choices")
-    }
-    fn visit_none<E: de::Error>(self) -> Result<(), E> {
-        Ok(())
-    }
-    fn visit_unit<E: de::Error>(self) -> Result<(), E> {
-        Ok(())
-    }
-    fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
-        d.deserialize_seq(self)
+        f.write_str("an array of choices")
     }
     fn visit_seq<S: SeqAccess<'de>>(self, mut seq: S) -> Result<(), S::Error> {
-        let choices = self.0.insert(Choices::default());
+        let choices = self.0;
         // Until choice 0 is found, each element is read straight into its place (and
         // cleared again when its index is not 0); after it, into a scratch choice that is
         // only checked.
