@@ -1,8 +1,12 @@
 //! The in-process limiter backend (docs/limiter.md#backends): one [`MemoryLimiter`]
 //! per scope, all six gates behind one `std::sync::Mutex` so an admission is atomic, with a
-//! sliding-window log per gate group (scope-wide and each source): a `VecDeque` of
-//! `(timestamp ms, permit id, tokens)`, pruned on every touch, so that in *any* window of
-//! `window_ms` at most `rpm` requests are admitted and at most `tpm` tokens are counted.
+//! sliding-window log per gate group (scope-wide and each source), pruned on every touch, so
+//! that in *any* window of `window_ms` at most `rpm` requests are admitted and at most `tpm`
+//! tokens are counted. The log holds runs, not single admissions: the admissions of one
+//! millisecond enter and leave the window together, so they are one [`Run`] (its count, its
+//! permits' id range, its tokens), and the log's memory follows the milliseconds with
+//! admissions, not the calls (at 20k calls a second, a minute's log of one entry per call
+//! held 1.2 million 24-byte entries — 29 MB — per group; of runs, at most 60,000).
 //! Permits carry a TTL lease: an unsettled permit is released when its lease has expired and
 //! the state is next touched (its TPM pre-charge stays), and its later settle is ignored.
 
@@ -19,14 +23,22 @@ use super::{
 };
 use crate::governance::SharedClock;
 
-/// One admitted request in a window log.
+/// The admissions of one millisecond in a window log. Every one of them entered at `at_ms`
+/// and leaves the window at `at_ms + window`, so counting them as one changes no gate's
+/// answer. Ids are issued in admission order, so a run's permits have ids in
+/// `first_id ..= first_id + span` (a source's run skips the ids of other sources' permits
+/// in between).
 #[derive(Debug, Clone, Copy)]
-struct Entry {
+struct Run {
     /// Admission time, ms of the limiter's clock.
     at_ms: u64,
-    /// The permit's id (logs are sorted by it: ids are issued in admission order).
-    id: u64,
-    /// Tokens counted for it: the pre-charge, then the settled value.
+    /// The first permit's id.
+    first_id: u64,
+    /// The last permit's id minus `first_id`.
+    span: u32,
+    /// Permits in the run (≥ 1).
+    count: u32,
+    /// Tokens counted for them: each one's pre-charge, then its settled value.
     tokens: u64,
 }
 
@@ -34,28 +46,30 @@ struct Entry {
 #[derive(Debug, Default)]
 struct Group {
     in_flight: u32,
-    log: VecDeque<Entry>,
+    log: VecDeque<Run>,
+    /// Admissions in the window: the sum of `log[..].count`.
+    len: u64,
     /// Sum of `log[..].tokens`.
     tokens: u64,
 }
 
-/// Log capacity (entries) below which a group's log keeps its buffer however empty it is.
+/// Log capacity (runs) below which a group's log keeps its buffer however empty it is.
 const LOG_KEEP: usize = 4_096;
 
 impl Group {
-    /// Drop the entries that left the window: an entry admitted at `t` counts while
+    /// Drop the runs that left the window: a run admitted at `t` counts while
     /// `now < t + window`. A log three-quarters empty gives half its buffer back (above
-    /// [`LOG_KEEP`]): a `VecDeque` never shrinks by itself, and a burst's minute of
-    /// admissions (24 bytes each: 262,144 slots, 6 MiB, after 13 s at 20k calls/s, in each of
-    /// the two groups a call is counted in) stayed resident for the life of the process after
-    /// its window had passed. Amortised: a shrink to twice the length copies `len` entries,
-    /// and the next one needs `len / 2` more pops first.
+    /// [`LOG_KEEP`]): a `VecDeque` never shrinks by itself, and the buffer a burst grew (a
+    /// run per millisecond of it, 32 bytes each) would stay resident for the life of the
+    /// process after the burst's window had passed. Amortised: a shrink to twice the length
+    /// copies `len` runs, and the next one needs `len / 2` more pops first.
     fn prune(&mut self, now: u64, window: u64) {
         while let Some(front) = self.log.front() {
             if front.at_ms.saturating_add(window) > now {
                 break;
             }
             self.tokens = self.tokens.saturating_sub(front.tokens);
+            self.len = self.len.saturating_sub(u64::from(front.count));
             self.log.pop_front();
         }
         if self.log.capacity() > LOG_KEEP && self.log.len() < self.log.capacity() / 4 {
@@ -69,13 +83,23 @@ impl Group {
 
     /// `Some(ms until a request fits)` when the RPM gate is full.
     fn rpm_wait(&self, limits: &Limits, now: u64, window: u64) -> Option<u64> {
-        let rpm = limits.rpm as usize;
-        if rpm == 0 || self.log.len() < rpm {
+        let rpm = u64::from(limits.rpm);
+        if rpm == 0 || self.len < rpm {
             return None;
         }
-        // `len - rpm + 1` entries must leave; the last of them is at index `len - rpm`.
-        let leaving = self.log.get(self.log.len() - rpm)?;
-        Some(until_gone(leaving, now, window))
+        // `len - rpm + 1` admissions must leave; the last of them is the one at position
+        // `len - rpm` from the front. The gate fills at `len == rpm`, so this is a walk of
+        // a run or two from the front.
+        let mut leaving = self.len - rpm;
+        for run in &self.log {
+            let count = u64::from(run.count);
+            if leaving < count {
+                return Some(until_gone(run.at_ms, now, window));
+            }
+            leaving -= count;
+        }
+        // Unreachable while `len` is the sum of the counts; stay conservative.
+        Some(window.max(1))
     }
 
     /// `Some(ms until est tokens fit)` when the TPM gate is full. An estimate larger than
@@ -87,80 +111,102 @@ impl Group {
             return None;
         }
         let mut used = self.tokens;
-        for e in &self.log {
-            used = used.saturating_sub(e.tokens);
+        for run in &self.log {
+            used = used.saturating_sub(run.tokens);
             if fits(used) {
-                return Some(until_gone(e, now, window));
+                return Some(until_gone(run.at_ms, now, window));
             }
         }
         // Unreachable while `tokens` is the sum of the log; stay conservative.
         Some(window.max(1))
     }
 
+    /// Count permit `id` (above every id counted before) admitted at `now` with `tokens`.
     fn charge(&mut self, id: u64, now: u64, tokens: u64) {
         self.in_flight = self.in_flight.saturating_add(1);
-        self.log.push_back(Entry {
+        self.len = self.len.saturating_add(1);
+        self.tokens = self.tokens.saturating_add(tokens);
+        if let Some(back) = self.log.back_mut()
+            && back.at_ms == now
+            && let Some(count) = back.count.checked_add(1)
+            && let Some(span) = id
+                .checked_sub(back.first_id)
+                .and_then(|d| u32::try_from(d).ok())
+            && span > back.span
+        {
+            back.span = span;
+            back.count = count;
+            back.tokens = back.tokens.saturating_add(tokens);
+            return;
+        }
+        self.log.push_back(Run {
             at_ms: now,
-            id,
+            first_id: id,
+            span: 0,
+            count: 1,
             tokens,
         });
-        self.tokens = self.tokens.saturating_add(tokens);
     }
 
-    /// The position of permit `id`'s entry, if it is still in the window. A permit settles
-    /// soon after its admission, so its entry is near the back of a log that can hold a whole
-    /// window of admissions (a million at 17k calls/s): the search gallops back from the end
-    /// (1, 2, 4, … entries) and bisects only the last stretch, touching a few cache lines
-    /// near the back instead of probing across the whole log.
+    /// The position of the run whose id range holds `id`, if it is still in the window. A
+    /// permit settles soon after its admission, so its run is near the back of a log that
+    /// can hold a whole window of runs: the search gallops back from the end (1, 2, 4, …
+    /// runs) and bisects only the last stretch, touching a few cache lines near the back
+    /// instead of probing across the whole log.
     fn find(&self, id: u64) -> Option<usize> {
         let len = self.log.len();
-        let id_at = |i: usize| self.log.get(i).map_or(u64::MAX, |e| e.id);
-        // Invariant: entries at `hi..` have ids above `id`; entries before `lo` are below.
+        let first_at = |i: usize| self.log.get(i).map_or(u64::MAX, |r| r.first_id);
+        // Invariant: runs at `hi..` start above `id`; the answer, if any, is in `lo..hi`.
         let (mut lo, mut hi) = (0, len);
         let mut step = 1;
         while step <= len {
             let i = len - step;
-            if id_at(i) <= id {
+            if first_at(i) <= id {
                 lo = i;
                 break;
             }
             hi = i;
             step = step.saturating_mul(2);
         }
-        while lo < hi {
+        // The last run in `lo..hi` that starts at or below `id`.
+        while hi - lo > 1 {
             let mid = lo + (hi - lo) / 2;
-            match id_at(mid).cmp(&id) {
-                std::cmp::Ordering::Equal => return Some(mid),
-                std::cmp::Ordering::Less => lo = mid + 1,
-                std::cmp::Ordering::Greater => hi = mid,
+            if first_at(mid) <= id {
+                lo = mid;
+            } else {
+                hi = mid;
             }
         }
-        None
+        let run = self.log.get(lo)?;
+        let offset = id.checked_sub(run.first_id)?;
+        (offset <= u64::from(run.span)).then_some(lo)
     }
 
-    /// Replace the tokens of permit `id` if its entry is still in the window.
-    fn recharge(&mut self, id: u64, tokens: u64) {
+    /// Replace permit `id`'s tokens, `charged` (its pre-charge), with `tokens`, if its run is
+    /// still in the window.
+    fn recharge(&mut self, id: u64, charged: u64, tokens: u64) {
         if let Some(i) = self.find(id)
-            && let Some(e) = self.log.get_mut(i)
+            && let Some(run) = self.log.get_mut(i)
         {
-            self.tokens = self.tokens.saturating_sub(e.tokens).saturating_add(tokens);
-            e.tokens = tokens;
+            run.tokens = run.tokens.saturating_sub(charged).saturating_add(tokens);
+            self.tokens = self.tokens.saturating_sub(charged).saturating_add(tokens);
         }
     }
 
     fn usage(&self, limits: Limits) -> GateUsage {
         GateUsage {
             in_flight: self.in_flight,
-            requests_in_window: self.log.len() as u64,
+            requests_in_window: self.len,
             tokens_in_window: self.tokens,
             limits,
         }
     }
 }
 
-/// ms from `now` until `e` leaves the window (≥ 1 while it is in the window).
-fn until_gone(e: &Entry, now: u64, window: u64) -> u64 {
-    e.at_ms.saturating_add(window).saturating_sub(now).max(1)
+/// ms from `now` until what was admitted at `at_ms` leaves the window (≥ 1 while it is in
+/// the window).
+fn until_gone(at_ms: u64, now: u64, window: u64) -> u64 {
+    at_ms.saturating_add(window).saturating_sub(now).max(1)
 }
 
 /// An open permit.
@@ -168,6 +214,8 @@ fn until_gone(e: &Entry, now: u64, window: u64) -> u64 {
 struct Lease {
     source: usize,
     expires_at_ms: u64,
+    /// The pre-charge counted for it in its runs (replaced when it settles).
+    tokens: u64,
 }
 
 #[derive(Debug)]
@@ -317,6 +365,7 @@ impl MemoryLimiter {
                         Lease {
                             source: si,
                             expires_at_ms: now.saturating_add(self.lease_ttl_ms),
+                            tokens: est_tokens,
                         },
                     );
                     Admission::Granted(PermitId(id))
@@ -337,9 +386,9 @@ impl MemoryLimiter {
             let expired = st.reap(now);
             let settled = match st.leases.remove(&permit.0) {
                 Some(lease) => {
-                    st.global.recharge(permit.0, actual_tokens);
+                    st.global.recharge(permit.0, lease.tokens, actual_tokens);
                     if let Some(g) = st.sources.get_mut(lease.source) {
-                        g.recharge(permit.0, actual_tokens);
+                        g.recharge(permit.0, lease.tokens, actual_tokens);
                     }
                     st.release_slot(lease.source);
                     true
@@ -439,18 +488,20 @@ mod tests {
     #[test]
     fn a_burst_s_log_gives_its_buffer_back_when_its_window_passes() {
         let mut g = Group::default();
+        // One admission a millisecond: one run each.
         for k in 0..100_000u64 {
-            g.charge(k, k / 100, 1);
+            g.charge(k, k, 1);
         }
         let grown = g.log.capacity();
         assert!(grown >= 100_000);
+        assert_eq!(g.log.len(), 100_000);
         // Half the burst still in the window: half empty, kept.
-        g.prune(499 + W, W);
-        assert_eq!(g.log.len(), 50_000);
+        g.prune(49_999 + W * 100, W * 100);
+        assert_eq!((g.log.len(), g.len), (50_000, 50_000));
         assert_eq!(g.log.capacity(), grown);
         // 10,000 left (of a buffer of at least 100,000): shrunk to twice that.
-        g.prune(899 + W, W);
-        assert_eq!(g.log.len(), 10_000);
+        g.prune(89_999 + W * 100, W * 100);
+        assert_eq!((g.log.len(), g.len), (10_000, 10_000));
         assert!(
             (20_000..grown / 4).contains(&g.log.capacity()),
             "{}",
@@ -459,30 +510,109 @@ mod tests {
         assert_eq!(g.tokens, 10_000);
         assert_eq!(g.find(99_999), Some(9_999));
         assert_eq!(g.find(90_000), Some(0));
+        assert_eq!(g.find(89_999), None);
         // All gone.
-        g.prune(1_000 + W, W);
+        g.prune(100_000 + W * 100, W * 100);
         assert!(g.log.is_empty());
+        assert_eq!((g.len, g.tokens), (0, 0));
         assert!(g.log.capacity() <= LOG_KEEP, "{}", g.log.capacity());
         // A log that never outgrew `LOG_KEEP` keeps its buffer.
         let mut small = Group::default();
         for k in 0..3_000u64 {
-            small.charge(k, 0, 1);
+            small.charge(k, k, 1);
         }
         let cap = small.log.capacity();
-        small.prune(W, W);
+        small.prune(3_000 + W * 100, W * 100);
         assert!(small.log.is_empty());
         assert_eq!(small.log.capacity(), cap);
     }
 
-    /// `find` gives the exact position of every id in the log and `None` for every id that is
-    /// not in it: ids with gaps (a source's log holds only its own permits), at the ends, in
-    /// logs of every length up to a few galloping steps, and after the front was pruned
-    /// (a deque that wrapped around).
+    /// The admissions of one millisecond are one run, however many: a burst of 100,000 in
+    /// 1,000 ms is 1,000 runs, counted, found, re-charged and pruned exactly as 100,000
+    /// single entries were.
     #[test]
-    fn find_locates_every_entry_and_only_those() {
+    fn a_millisecond_s_admissions_are_one_run() {
+        let mut g = Group::default();
+        // Ids 0, 2, 4, …: another source's permits in between; 100 a millisecond.
+        for k in 0..100_000u64 {
+            g.charge(2 * k, k / 100, 3);
+        }
+        assert_eq!(g.log.len(), 1_000);
+        assert!(g.log.capacity() < 2_048, "{}", g.log.capacity());
+        assert_eq!((g.len, g.tokens, g.in_flight), (100_000, 300_000, 100_000));
+        let run = g.log[7];
+        assert_eq!(
+            (run.at_ms, run.first_id, run.span, run.count, run.tokens),
+            (7, 1_400, 198, 100, 300)
+        );
+        // Every id of the run's range finds it (the odd ones belong to no permit of this
+        // group and are never looked up); ids past the last run find nothing.
+        for id in 1_400..=1_598 {
+            assert_eq!(g.find(id), Some(7), "id {id}");
+        }
+        assert_eq!(g.find(1_599), None);
+        assert_eq!(g.find(199_998), Some(999));
+        assert_eq!(g.find(199_999), None);
+        // Settling one permit replaces its pre-charge in its run and the group's sum.
+        g.recharge(1_402, 3, 10);
+        assert_eq!((g.log[7].tokens, g.tokens), (307, 300_007));
+        // The RPM gate: 100,000 in the window with a limit of 99,950; the 51st oldest
+        // admission (in the run of ms 0) must leave: at 0 + W.
+        let l = Limits {
+            max_concurrency: 0,
+            rpm: 99_950,
+            tpm: 0,
+        };
+        assert_eq!(g.rpm_wait(&l, 900, W), Some(100));
+        // With a limit of 99,850, the 151st oldest (in the run of ms 1): at 1 + W.
+        let l = Limits { rpm: 99_850, ..l };
+        assert_eq!(g.rpm_wait(&l, 900, W), Some(101));
+        // The TPM gate: 300,007 counted, a limit of 299,500 and 200 more wanted: the runs
+        // of ms 0, 1 and 2 (900 tokens) must leave: at 2 + W.
+        let l = Limits {
+            rpm: 0,
+            tpm: 299_500,
+            ..l
+        };
+        assert_eq!(g.tpm_wait(&l, 200, 900, W), Some(102));
+        // The first 500 ms leave as 500 runs of 100, the re-charged one among them.
+        g.prune(499 + W, W);
+        assert_eq!((g.log.len(), g.len, g.tokens), (500, 50_000, 150_000));
+        assert_eq!(g.find(1_402), None);
+        assert_eq!(g.find(100_000), Some(0));
+    }
+
+    /// A run ends where the millisecond ends, and where its id range or count would no
+    /// longer fit its fields.
+    #[test]
+    fn a_run_ends_with_its_millisecond_or_its_id_range() {
+        let mut g = Group::default();
+        g.charge(1, 5, 1);
+        g.charge(2, 5, 1);
+        g.charge(3, 6, 1);
+        // An id more than `u32::MAX` past the run's first starts a run of its own.
+        g.charge(4 + u64::from(u32::MAX), 6, 1);
+        let runs: Vec<_> = g
+            .log
+            .iter()
+            .map(|r| (r.at_ms, r.first_id, r.count))
+            .collect();
+        assert_eq!(
+            runs,
+            [(5, 1, 2), (6, 3, 1), (6, 4 + u64::from(u32::MAX), 1)]
+        );
+        assert_eq!(g.len, 4);
+    }
+
+    /// `find` gives the run of every id in the log and `None` for every id before, between
+    /// and after the runs: ids with gaps (a source's log holds only its own permits), at the
+    /// ends, in logs of every length up to a few galloping steps, and after the front was
+    /// pruned (a deque that wrapped around).
+    #[test]
+    fn find_locates_every_run_and_only_those() {
         for len in 0..40u64 {
             let mut g = Group::default();
-            // Ids 10, 13, 16, …: gaps of two between entries.
+            // Ids 10, 13, 16, …: gaps of two between runs of one (one a millisecond).
             for k in 0..len {
                 g.charge(10 + 3 * k, k, 1);
             }
