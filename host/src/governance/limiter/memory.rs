@@ -42,6 +42,9 @@ struct Run {
     tokens: u64,
 }
 
+// docs/limiter.md#backends counts a run as 32 bytes.
+const _: () = assert!(std::mem::size_of::<Run>() == 32);
+
 /// The live state of one gate group (scope-wide, or one source).
 #[derive(Debug, Default)]
 struct Group {
