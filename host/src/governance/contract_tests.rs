@@ -157,6 +157,43 @@ async fn limiter_contract(kind: &str) {
     clock.advance(1_000);
     assert_eq!(l.snapshot().await.global.tokens_in_window, 0, "{kind}");
 
+    // Admissions of one millisecond, across sources: each counts, a settle changes only its
+    // own tokens, and they leave the window together (the memory backend keeps them as one
+    // run of its log).
+    let clock = ManualClock::new(1_000);
+    let l = lim(
+        kind,
+        config(limits(0, 4, 1_000), Limits::default(), 1_000, 10_000),
+        clock.clone(),
+    );
+    let b = l.backend();
+    let _p1 = grant(&b, "a", 300).await;
+    let _p2 = grant(&b, "b", 300).await;
+    let p3 = grant(&b, "a", 300).await;
+    b.settle(p3, 100).await.unwrap();
+    let snap = l.snapshot().await;
+    assert_eq!(snap.global.requests_in_window, 3, "{kind}");
+    assert_eq!(snap.global.tokens_in_window, 700, "{kind}");
+    assert_eq!(snap.sources[0].1.tokens_in_window, 400, "{kind}");
+    assert_eq!(snap.sources[1].1.tokens_in_window, 300, "{kind}");
+    clock.advance(10);
+    assert_eq!(
+        denial(&b, "b", 400).await,
+        (Gate::GlobalTpm, Some(990)),
+        "{kind}"
+    );
+    let _p4 = grant(&b, "b", 300).await;
+    assert_eq!(
+        denial(&b, "a", 0).await,
+        (Gate::GlobalRpm, Some(990)),
+        "{kind}"
+    );
+    clock.advance(990);
+    let snap = l.snapshot().await;
+    assert_eq!(snap.global.requests_in_window, 1, "{kind}");
+    assert_eq!(snap.global.tokens_in_window, 300, "{kind}");
+    assert_eq!(snap.sources[0].1.tokens_in_window, 0, "{kind}");
+
     // Lease expiry: an unsettled permit's slot frees at its TTL; its late settle is ignored.
     let clock = ManualClock::new(1_000);
     let l = lim(

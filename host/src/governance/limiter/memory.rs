@@ -64,8 +64,8 @@ impl Group {
     /// `now < t + window`. A log three-quarters empty gives half its buffer back (above
     /// [`LOG_KEEP`]): a `VecDeque` never shrinks by itself, and the buffer a burst grew (a
     /// run per millisecond of it, 32 bytes each) would stay resident for the life of the
-    /// process after the burst's window had passed. Amortised: a shrink to twice the length
-    /// copies `len` runs, and the next one needs `len / 2` more pops first.
+    /// process after the burst's window had passed. Amortised: a shrink to twice the log's
+    /// length copies its `n` runs, and the next one needs `n / 2` more pops first.
     fn prune(&mut self, now: u64, window: u64) {
         while let Some(front) = self.log.front() {
             if front.at_ms.saturating_add(window) > now {
@@ -91,8 +91,8 @@ impl Group {
             return None;
         }
         // `len - rpm + 1` admissions must leave; the last of them is the one at position
-        // `len - rpm` from the front. The gate fills at `len == rpm`, so this is a walk of
-        // a run or two from the front.
+        // `len - rpm` from the front. The gate denies from `len == rpm` on and admits nothing
+        // past it, so the walk stops at the front run (position 0).
         let mut leaving = self.len - rpm;
         for run in &self.log {
             let count = u64::from(run.count);
@@ -186,7 +186,7 @@ impl Group {
     }
 
     /// Replace permit `id`'s tokens, `charged` (its pre-charge), with `tokens`, if its run is
-    /// still in the window.
+    /// still in the log.
     fn recharge(&mut self, id: u64, charged: u64, tokens: u64) {
         if let Some(i) = self.find(id)
             && let Some(run) = self.log.get_mut(i)
@@ -570,6 +570,19 @@ mod tests {
         // With a limit of 99,850, the 151st oldest (in the run of ms 1): at 1 + W.
         let l = Limits { rpm: 99_850, ..l };
         assert_eq!(g.rpm_wait(&l, 900, W), Some(101));
+        // At the runs' boundaries: the 100th oldest is the last of ms 0, the 101st the first
+        // of ms 1; a full gate at its limit waits for the oldest; a limit of one waits for
+        // the newest (ms 999).
+        let l = Limits { rpm: 99_901, ..l };
+        assert_eq!(g.rpm_wait(&l, 900, W), Some(100));
+        let l = Limits { rpm: 99_900, ..l };
+        assert_eq!(g.rpm_wait(&l, 900, W), Some(101));
+        let l = Limits { rpm: 100_000, ..l };
+        assert_eq!(g.rpm_wait(&l, 900, W), Some(100));
+        let l = Limits { rpm: 1, ..l };
+        assert_eq!(g.rpm_wait(&l, 900, W), Some(1_099));
+        let l = Limits { rpm: 100_001, ..l };
+        assert_eq!(g.rpm_wait(&l, 900, W), None);
         // The TPM gate: 300,007 counted, a limit of 299,500 and 200 more wanted: the runs
         // of ms 0, 1 and 2 (900 tokens) must leave: at 2 + W.
         let l = Limits {
@@ -605,6 +618,31 @@ mod tests {
             [(5, 1, 2), (6, 3, 1), (6, 4 + u64::from(u32::MAX), 1)]
         );
         assert_eq!(g.len, 4);
+        // A span of exactly `u32::MAX` still fits: one run, found at both ends only.
+        let mut g = Group::default();
+        g.charge(3, 6, 1);
+        g.charge(3 + u64::from(u32::MAX), 6, 1);
+        let runs: Vec<_> = g
+            .log
+            .iter()
+            .map(|r| (r.at_ms, r.first_id, r.count))
+            .collect();
+        assert_eq!(runs, [(6, 3, 2)]);
+        assert_eq!(g.find(3 + u64::from(u32::MAX)), Some(0));
+        assert_eq!(g.find(4 + u64::from(u32::MAX)), None);
+        assert_eq!(g.find(2), None);
+        // A run whose count is full starts another in the same millisecond.
+        let mut g = Group::default();
+        g.log.push_back(Run {
+            at_ms: 6,
+            first_id: 0,
+            span: 10,
+            count: u32::MAX,
+            tokens: 0,
+        });
+        g.charge(11, 6, 1);
+        assert_eq!(g.log.len(), 2);
+        assert_eq!((g.log[1].first_id, g.log[1].count), (11, 1));
     }
 
     /// `find` gives the run of every id in the log and `None` for every id before, between
@@ -838,6 +876,45 @@ mod tests {
         clock.set(1_000);
         grant(&l, "a", 500);
         assert_eq!(denial(&l, "a", 0), (Gate::SourceTpm, Some(1_000)));
+    }
+
+    /// Permits of two sources admitted in one millisecond share the scope's run; settling
+    /// one of them changes only its own tokens, in its source's run and in the scope's, and
+    /// the TPM wait is the run's leaving time.
+    #[test]
+    fn a_settle_in_a_shared_millisecond_changes_only_its_own_tokens() {
+        let (l, clock) = limiter(
+            limits(0, 0, 0),
+            &[("a", limits(0, 0, 500)), ("b", limits(0, 0, 0))],
+            60_000,
+        );
+        let _p1 = grant(&l, "a", 100); // t = 0, all three in one millisecond
+        let _p2 = grant(&l, "b", 100);
+        let p3 = grant(&l, "a", 100);
+        assert!(l.settle_inline(p3, 10));
+        let s = l.snapshot();
+        assert_eq!(s.global.tokens_in_window, 210);
+        assert_eq!(s.global.requests_in_window, 3);
+        assert_eq!(source_usage(&s, "a").tokens_in_window, 110);
+        assert_eq!(source_usage(&s, "b").tokens_in_window, 100);
+        clock.set(10);
+        // a holds 110 of 500: 400 more must wait for the run of t = 0 to leave, at W.
+        assert_eq!(denial(&l, "a", 400), (Gate::SourceTpm, Some(W - 10)));
+        grant(&l, "a", 390);
+    }
+
+    /// An expired lease's pre-charge stays in the run it shares with a permit that settles.
+    #[test]
+    fn an_expired_lease_s_precharge_stays_in_its_shared_run() {
+        let (l, clock) = limiter(limits(0, 0, 0), &[("a", limits(0, 0, 0))], 50);
+        let _p1 = grant(&l, "a", 100); // t = 0
+        let p2 = grant(&l, "a", 100);
+        clock.set(60); // both leases have expired
+        assert!(!l.settle_inline(p2, 5));
+        let s = l.snapshot();
+        assert_eq!(s.global.in_flight, 0);
+        assert_eq!(s.global.tokens_in_window, 200);
+        assert_eq!(s.expired_leases, 2);
     }
 
     #[test]
