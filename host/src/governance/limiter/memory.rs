@@ -559,37 +559,30 @@ mod tests {
         // Settling one permit replaces its pre-charge in its run and the group's sum.
         g.recharge(1_402, 3, 10);
         assert_eq!((g.log[7].tokens, g.tokens), (307, 300_007));
-        // The RPM gate: 100,000 in the window with a limit of 99,950; the 51st oldest
-        // admission (in the run of ms 0) must leave: at 0 + W.
+        // The RPM gate, 100,000 in the window, at 900: (limit, the wait). 99,950: the 51st
+        // oldest admission (in the run of ms 0) must leave, at 0 + W; 99,850: the 151st (in
+        // the run of ms 1), at 1 + W. At the runs' boundaries: the 100th oldest is the last
+        // of ms 0, the 101st the first of ms 1; a full gate at its limit waits for the
+        // oldest; a limit of one waits for the newest (ms 999); one over the count admits.
         let l = Limits {
             max_concurrency: 0,
-            rpm: 99_950,
+            rpm: 0,
             tpm: 0,
         };
-        assert_eq!(g.rpm_wait(&l, 900, W), Some(100));
-        // With a limit of 99,850, the 151st oldest (in the run of ms 1): at 1 + W.
-        let l = Limits { rpm: 99_850, ..l };
-        assert_eq!(g.rpm_wait(&l, 900, W), Some(101));
-        // At the runs' boundaries: the 100th oldest is the last of ms 0, the 101st the first
-        // of ms 1; a full gate at its limit waits for the oldest; a limit of one waits for
-        // the newest (ms 999).
-        let l = Limits { rpm: 99_901, ..l };
-        assert_eq!(g.rpm_wait(&l, 900, W), Some(100));
-        let l = Limits { rpm: 99_900, ..l };
-        assert_eq!(g.rpm_wait(&l, 900, W), Some(101));
-        let l = Limits { rpm: 100_000, ..l };
-        assert_eq!(g.rpm_wait(&l, 900, W), Some(100));
-        let l = Limits { rpm: 1, ..l };
-        assert_eq!(g.rpm_wait(&l, 900, W), Some(1_099));
-        let l = Limits { rpm: 100_001, ..l };
-        assert_eq!(g.rpm_wait(&l, 900, W), None);
+        for (rpm, wait) in [
+            (99_950, Some(100)),
+            (99_850, Some(101)),
+            (99_901, Some(100)),
+            (99_900, Some(101)),
+            (100_000, Some(100)),
+            (1, Some(1_099)),
+            (100_001, None),
+        ] {
+            assert_eq!(g.rpm_wait(&Limits { rpm, ..l }, 900, W), wait, "rpm {rpm}");
+        }
         // The TPM gate: 300,007 counted, a limit of 299,500 and 200 more wanted: the runs
         // of ms 0, 1 and 2 (900 tokens) must leave: at 2 + W.
-        let l = Limits {
-            rpm: 0,
-            tpm: 299_500,
-            ..l
-        };
+        let l = Limits { tpm: 299_500, ..l };
         assert_eq!(g.tpm_wait(&l, 200, 900, W), Some(102));
         // The first 500 ms leave as 500 runs of 100, the re-charged one among them.
         g.prune(499 + W, W);
