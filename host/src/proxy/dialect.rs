@@ -19,7 +19,7 @@ use bytes::Bytes;
 use futures_util::StreamExt;
 
 use super::AppState;
-use super::call_headers::{call_options, header_str, names, set, trace_parent};
+use super::call_headers::{CallHeaders, names, set, trace_parent};
 use crate::error::GatewayError;
 use crate::keys::Principal;
 use crate::pipeline::{CallEvent, ChatRequest, ChatResponse, StreamStart};
@@ -113,7 +113,8 @@ fn apply_call_headers(
     headers: &HeaderMap,
     principal: Option<Arc<Principal>>,
 ) -> Result<(), GatewayError> {
-    let o = call_options(headers)?;
+    let call = CallHeaders::of(headers);
+    let o = call.options()?;
     req.session_id = o.session_id;
     req.parent_call_id = o.parent_call_id;
     req.call_deadline = o.call_deadline;
@@ -134,10 +135,10 @@ fn apply_call_headers(
     if o.cache_salt.is_some() {
         req.cache_salt = o.cache_salt;
     }
-    if headers.contains_key("x-pgw-cache") {
+    if call.has_cache() {
         req.cache_mode = o.cache_mode;
     }
-    req.structured_strategy = header_str(headers, "x-pgw-structured-strategy")?;
+    req.structured_strategy = call.structured_strategy()?;
     Ok(())
 }
 

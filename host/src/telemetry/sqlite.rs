@@ -57,6 +57,7 @@ impl SqliteBackend {
             path: path.to_path_buf(),
             mode,
             db: None,
+            insert_sql: None,
         };
         std::thread::Builder::new()
             .name("pgw-sqlite".into())
@@ -146,6 +147,9 @@ struct Conn {
     path: PathBuf,
     mode: SchemaMode,
     db: Option<Connection>,
+    /// The insert statement's text for the columns it was built for: the same columns come
+    /// with every batch until the table changes, and the text is the statement cache's key.
+    insert_sql: Option<(Vec<&'static str>, String)>,
 }
 
 impl Conn {
@@ -159,7 +163,11 @@ impl Conn {
                 rows,
                 done,
             } => {
-                let _ = done.send(self.with_db(|db, _| insert(db, &columns, &rows)));
+                // Taken out while the connection is borrowed, and put back.
+                let (names, sql) = self.insert_sql(&columns);
+                let out = self.with_db(|db, _| insert(db, &sql, &names, &rows));
+                self.insert_sql = Some((names, sql));
+                let _ = done.send(out);
             }
             Job::Close(done) => {
                 self.close();
@@ -170,6 +178,26 @@ impl Conn {
                 let _ = done.send(self.with_db(|db, _| db.execute_batch(&sql).map_err(classify)));
             }
         }
+    }
+
+    /// The column names and the insert statement's text for `columns`, taken out of the
+    /// cache ([`Conn::insert_sql`]'s field); built when they differ from the last batch's.
+    fn insert_sql(&mut self, columns: &[&'static Column]) -> (Vec<&'static str>, String) {
+        if let Some((names, sql)) = self.insert_sql.take()
+            && names.len() == columns.len()
+            && names.iter().zip(columns).all(|(n, c)| *n == c.name)
+        {
+            return (names, sql);
+        }
+        let names: Vec<&'static str> = columns.iter().map(|c| c.name).collect();
+        // Positional `?` marks, bound in column order.
+        let sql = format!(
+            "INSERT OR IGNORE INTO {} ({}) VALUES ({})",
+            schema::TABLE,
+            names.join(", "),
+            vec!["?"; names.len()].join(", ")
+        );
+        (names, sql)
     }
 
     /// Move every row in the WAL into the database file and truncate it, then close the
@@ -286,30 +314,36 @@ impl ToSql for Bound<'_> {
 }
 
 /// Insert `rows` in one transaction (all or none, like one multi-row statement), one cached
-/// single-row `INSERT OR IGNORE` per row.
+/// single-row `INSERT OR IGNORE` (`sql`, naming `names` in order) per row. `BEGIN` and
+/// `COMMIT` are cached statements too: rusqlite's `transaction()` parses both texts again
+/// for every batch, which at low load — a batch of one call's two rows — was a good part of
+/// the writer's work per call (`instructions.py`).
 fn insert(
     db: &mut Connection,
-    columns: &[&'static Column],
+    sql: &str,
+    names: &[&str],
     rows: &[CallRow],
 ) -> Result<(), WriteError> {
-    let names: Vec<&str> = columns.iter().map(|c| c.name).collect();
-    // Positional `?` marks, bound in column order: the statement text is built per batch (it
-    // is the statement cache's key), and a `format!` per mark cost ~1k instructions each.
-    let sql = format!(
-        "INSERT OR IGNORE INTO {} ({}) VALUES ({})",
-        schema::TABLE,
-        names.join(", "),
-        vec!["?"; names.len()].join(", ")
-    );
-    let tx = db.transaction().map_err(classify)?;
-    {
-        let mut stmt = tx.prepare_cached(&sql).map_err(classify)?;
+    let run = |db: &Connection| -> rusqlite::Result<()> {
+        db.prepare_cached("BEGIN")?.execute([])?;
+        let mut stmt = db.prepare_cached(sql)?;
         for row in rows {
             let values = names.iter().map(|n| Bound(schema::value(row, n)));
-            stmt.execute(params_from_iter(values)).map_err(classify)?;
+            stmt.execute(params_from_iter(values))?;
         }
+        db.prepare_cached("COMMIT")?.execute([])?;
+        Ok(())
+    };
+    let written = run(db);
+    // A batch that failed after `BEGIN` (a refused row, a failed commit) leaves nothing
+    // behind: roll the transaction back so the next batch starts clean.
+    if written.is_err()
+        && !db.is_autocommit()
+        && let Err(e) = db.execute_batch("ROLLBACK")
+    {
+        tracing::warn!(error = %e, "telemetry: SQLite rollback failed");
     }
-    tx.commit().map_err(classify)
+    written.map_err(classify)
 }
 
 /// Environment-level: busy, locked, read-only, I/O, corrupt, full, cannot open, not a
