@@ -110,6 +110,9 @@ pub struct Row {
     /// CPU seconds of the serving process (gateway, pass-through or nginx) per 1,000
     /// requests.
     pub cpu_s_per_1k: Option<f64>,
+    /// The part of `cpu_s_per_1k` spent in the kernel (system time: system calls, the
+    /// TCP stack, scheduling, page faults); the rest is user space.
+    pub cpu_system_s_per_1k: Option<f64>,
     /// Context switches of the serving process's threads per request.
     pub context_switches_per_request: Option<f64>,
     /// Throughput relative to the pass-through proxy.
@@ -202,6 +205,10 @@ pub struct NginxTargets {
     pub throughput_stream: Vec<(usize, f64)>,
     /// CPU per non-streamed request at the top level over nginx's (target ≤ 2.5).
     pub cpu_per_request: Option<f64>,
+    /// The same split: user-space CPU per request over nginx's, and kernel (system) CPU
+    /// per request over nginx's — which side of the system-call line the difference is on.
+    pub cpu_user_per_request: Option<f64>,
+    pub cpu_system_per_request: Option<f64>,
     /// CPU per streamed chunk at the top level ((streamed − non-streamed) / chunks) over
     /// nginx's (target ≤ 2).
     pub cpu_per_chunk: Option<f64>,
@@ -435,29 +442,36 @@ struct Target {
     proc: Option<process::ProcStats>,
 }
 
-/// One measured load against `t`: its stats, CPU s per 1,000 requests and context
-/// switches per request of the serving process.
-async fn measure(
-    t: &Target,
-    stream: bool,
-    conc: usize,
-    duration: Duration,
-) -> (Stats, Option<f64>, Option<f64>) {
-    let cpu0 = t.proc.and_then(|p| p.cpu_seconds());
+/// What one measured load cost the serving process.
+#[derive(Debug, Clone, Copy, Default)]
+struct Cost {
+    /// CPU seconds (user + system) per 1,000 requests.
+    cpu_s_per_1k: Option<f64>,
+    /// Of it, system seconds per 1,000 requests.
+    system_s_per_1k: Option<f64>,
+    /// Context switches of its threads per request.
+    context_switches: Option<f64>,
+}
+
+/// One measured load against `t`: its stats and what it cost the serving process.
+async fn measure(t: &Target, stream: bool, conc: usize, duration: Duration) -> (Stats, Cost) {
+    let cpu0 = t.proc.and_then(|p| p.cpu_times());
     let cs0 = t.proc.and_then(|p| p.context_switches());
     let s = load::run_with_key(&t.url, stream, conc, duration, t.key.as_deref()).await;
     let n = s.requests.max(1) as f64;
-    let cpu = t
-        .proc
-        .and_then(|p| p.cpu_seconds())
-        .zip(cpu0)
-        .map(|(b, a)| (b - a) / n * 1000.0);
+    let cpu = t.proc.and_then(|p| p.cpu_times()).zip(cpu0);
     let cs = t
         .proc
         .and_then(|p| p.context_switches())
         .zip(cs0)
         .map(|(b, a)| process::switches_between(&a, &b) as f64 / n);
-    (s, cpu, cs)
+    let per_1k = |x: f64| x / n * 1000.0;
+    let cost = Cost {
+        cpu_s_per_1k: cpu.map(|(b, a)| per_1k(b.user_s + b.system_s - a.user_s - a.system_s)),
+        system_s_per_1k: cpu.map(|(b, a)| per_1k(b.system_s - a.system_s)),
+        context_switches: cs,
+    };
+    (s, cost)
 }
 
 /// Run the benchmark and print the table; the report is also written as JSON.
@@ -576,10 +590,10 @@ pub async fn run(opts: BenchOptions) -> Result<Report, String> {
                     .find(|(p, _)| *p == path)
                     .map(|(_, m)| m.clone())
             };
-            let (direct, _, _) = stats_of("direct").unwrap_or_default();
+            let (direct, _) = stats_of("direct").unwrap_or_default();
             let pass = stats_of("passthrough").map(|m| m.0);
             let floor = stats_of("nginx");
-            for (path, (s, cpu, cs)) in &measured {
+            for (path, (s, cost)) in &measured {
                 let path = *path;
                 rows.push(Row {
                     mode,
@@ -588,8 +602,9 @@ pub async fn run(opts: BenchOptions) -> Result<Report, String> {
                     added_p50_us: (path != "direct").then_some(s.p50_us - direct.p50_us),
                     added_p99_us: (path != "direct").then_some(s.p99_us - direct.p99_us),
                     added_p999_us: (path != "direct").then_some(s.p999_us - direct.p999_us),
-                    cpu_s_per_1k: *cpu,
-                    context_switches_per_request: *cs,
+                    cpu_s_per_1k: cost.cpu_s_per_1k,
+                    cpu_system_s_per_1k: cost.system_s_per_1k,
+                    context_switches_per_request: cost.context_switches,
                     vs_passthrough: pass
                         .as_ref()
                         .filter(|p| path.starts_with("gateway") && p.rps > 0.0)
@@ -600,8 +615,8 @@ pub async fn run(opts: BenchOptions) -> Result<Report, String> {
                         .map(|n| s.rps / n.0.rps),
                     cpu_vs_nginx: floor
                         .as_ref()
-                        .and_then(|n| n.1)
-                        .zip(*cpu)
+                        .and_then(|n| n.1.cpu_s_per_1k)
+                        .zip(cost.cpu_s_per_1k)
                         .filter(|(n, _)| path != "nginx" && *n > 0.0)
                         .map(|(n, c)| c / n),
                     stats: s.clone(),
@@ -711,6 +726,18 @@ fn nginx_targets(
             .and_then(|r| r.cpu_s_per_1k)
             .map(|c| c * 1000.0)
     };
+    let system_us = |path: &str| {
+        find("non-stream", top, path)
+            .and_then(|r| r.cpu_system_s_per_1k)
+            .map(|c| c * 1000.0)
+    };
+    let user_us = |path: &str| {
+        cpu_us("non-stream", path)
+            .zip(system_us(path))
+            .map(|(c, s)| c - s)
+    };
+    let over =
+        |g: Option<f64>, n: Option<f64>| g.zip(n).filter(|(_, n)| *n > 0.0).map(|(g, n)| g / n);
     let per_chunk = |path: &str| {
         cpu_us("stream", path)
             .zip(cpu_us("non-stream", path))
@@ -724,10 +751,12 @@ fn nginx_targets(
         nginx_added_p99_c1_us: find("non-stream", 1, "nginx").and_then(|r| r.added_p99_us),
         throughput_non_stream: ratio_at("non-stream"),
         throughput_stream: ratio_at("stream"),
-        cpu_per_request: cpu_us("non-stream", "gateway")
-            .zip(cpu_us("non-stream", "nginx"))
-            .filter(|(_, n)| *n > 0.0)
-            .map(|(g, n)| g / n),
+        cpu_per_request: over(
+            cpu_us("non-stream", "gateway"),
+            cpu_us("non-stream", "nginx"),
+        ),
+        cpu_user_per_request: over(user_us("gateway"), user_us("nginx")),
+        cpu_system_per_request: over(system_us("gateway"), system_us("nginx")),
         cpu_per_chunk: per_chunk("gateway")
             .zip(per_chunk("nginx"))
             .filter(|(_, n)| *n > 0.0)
@@ -958,6 +987,12 @@ fn print_table(out: &mut impl Write, r: &Report) {
     );
     let _ = writeln!(
         out,
+        "  of the CPU per non-streamed request: user space {} nginx's, kernel {} nginx's",
+        f(n.cpu_user_per_request, "×"),
+        f(n.cpu_system_per_request, "×")
+    );
+    let _ = writeln!(
+        out,
         "  paced streams: added TTFT p50 {} nginx's (target ≤ 2×), max-gap p99 {} beyond nginx's (target ≤ 5 ms), stalled {} (target 0), peak RSS {} (target ≤ 80 MiB)",
         f(n.paced_added_ttft, "×"),
         f(n.paced_max_gap_p99_minus_nginx_ms, " ms"),
@@ -1041,5 +1076,56 @@ mod tests {
             "1.02 0.97 1.05"
         );
         assert_eq!(pairs(&[]), "–");
+    }
+
+    /// A non-streamed row at concurrency 64 with its CPU and system time per 1,000 requests.
+    fn cpu_row(path: &'static str, cpu_s_per_1k: f64, system_s_per_1k: f64) -> Row {
+        Row {
+            mode: "non-stream",
+            concurrency: 64,
+            path,
+            stats: Stats::default(),
+            added_p50_us: None,
+            added_p99_us: None,
+            added_p999_us: None,
+            cpu_s_per_1k: Some(cpu_s_per_1k),
+            cpu_system_s_per_1k: Some(system_s_per_1k),
+            context_switches_per_request: None,
+            vs_passthrough: None,
+            vs_nginx: None,
+            cpu_vs_nginx: None,
+        }
+    }
+
+    /// CPU per request against nginx's, whole and split at the system-call line: the user
+    /// part is the whole less the system part, each over nginx's own.
+    #[test]
+    fn the_cpu_ratio_splits_into_user_and_kernel() {
+        let rows = [
+            cpu_row("nginx", 0.012, 0.009),
+            cpu_row("gateway", 0.066, 0.018),
+        ];
+        let n = nginx_targets(&rows, &[], 64, &[64]);
+        let close = |x: Option<f64>, want: f64| x.is_some_and(|x| (x - want).abs() < 1e-9);
+        assert!(close(n.cpu_per_request, 5.5), "{:?}", n.cpu_per_request);
+        assert!(
+            close(n.cpu_user_per_request, 16.0),
+            "{:?}",
+            n.cpu_user_per_request
+        );
+        assert!(
+            close(n.cpu_system_per_request, 2.0),
+            "{:?}",
+            n.cpu_system_per_request
+        );
+        // Without nginx's system time there is no split.
+        let mut bare = rows.clone();
+        bare[0].cpu_system_s_per_1k = None;
+        let n = nginx_targets(&bare, &[], 64, &[64]);
+        assert!(close(n.cpu_per_request, 5.5));
+        assert_eq!(
+            (n.cpu_user_per_request, n.cpu_system_per_request),
+            (None, None)
+        );
     }
 }

@@ -113,6 +113,13 @@ impl GatewayChild {
     }
 }
 
+/// CPU seconds of a process: in user space, and in the kernel on its behalf.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CpuTimes {
+    pub user_s: f64,
+    pub system_s: f64,
+}
+
 /// `/proc` readings of one process by pid (the gateway, the pass-through or nginx).
 #[derive(Debug, Clone, Copy)]
 pub struct ProcStats(pub u32);
@@ -120,13 +127,22 @@ pub struct ProcStats(pub u32);
 impl ProcStats {
     /// CPU seconds used so far (user + system).
     pub fn cpu_seconds(&self) -> Option<f64> {
+        self.cpu_times().map(|t| t.user_s + t.system_s)
+    }
+
+    /// CPU seconds used so far, in user space and in the kernel (`utime`, `stime` of
+    /// `/proc/<pid>/stat`, all threads).
+    pub fn cpu_times(&self) -> Option<CpuTimes> {
         let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.0)).ok()?;
         // Fields after the `(comm)`: state is field 3; utime 14, stime 15 (1-based).
         let rest = stat.rsplit_once(')')?.1;
         let f: Vec<&str> = rest.split_whitespace().collect();
         let utime: f64 = f.get(11)?.parse().ok()?;
         let stime: f64 = f.get(12)?.parse().ok()?;
-        Some((utime + stime) / USER_HZ)
+        Some(CpuTimes {
+            user_s: utime / USER_HZ,
+            system_s: stime / USER_HZ,
+        })
     }
 
     /// Peak resident set size in MiB (`VmHWM`), since start or the last [`Self::reset_peak`].

@@ -162,9 +162,10 @@ impl Backend for PostgresBackend {
         qb.push(schema::TABLE).push(" (");
         let names: Vec<&str> = columns.iter().map(|c| c.name).collect();
         qb.push(names.join(", ")).push(") ");
+        let extract: Vec<schema::Extract> = names.iter().map(|n| schema::extractor(n)).collect();
         qb.push_values(rows, |mut b, row| {
-            for c in columns {
-                match schema::value(row, c.name) {
+            for f in &extract {
+                match f(row) {
                     SqlValue::Text(v) => {
                         b.push_bind(v);
                     }

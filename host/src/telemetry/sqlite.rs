@@ -147,9 +147,19 @@ struct Conn {
     path: PathBuf,
     mode: SchemaMode,
     db: Option<Connection>,
-    /// The insert statement's text for the columns it was built for: the same columns come
-    /// with every batch until the table changes, and the text is the statement cache's key.
-    insert_sql: Option<(Vec<&'static str>, String)>,
+    /// The insert statement for the columns it was built for: the same columns come with
+    /// every batch until the table changes.
+    insert_sql: Option<InsertSql>,
+}
+
+/// The single-row insert of a set of columns.
+struct InsertSql {
+    /// The columns' names, in order.
+    names: Vec<&'static str>,
+    /// How each column's value is read from a row, in the same order.
+    extract: Vec<schema::Extract>,
+    /// The statement's text (the statement cache's key).
+    sql: String,
 }
 
 impl Conn {
@@ -164,9 +174,9 @@ impl Conn {
                 done,
             } => {
                 // Taken out while the connection is borrowed, and put back.
-                let (names, sql) = self.insert_sql(&columns);
-                let out = self.with_db(|db, _| insert(db, &sql, &names, &rows));
-                self.insert_sql = Some((names, sql));
+                let stmt = self.insert_sql(&columns);
+                let out = self.with_db(|db, _| insert(db, &stmt, &rows));
+                self.insert_sql = Some(stmt);
                 let _ = done.send(out);
             }
             Job::Close(done) => {
@@ -180,14 +190,14 @@ impl Conn {
         }
     }
 
-    /// The column names and the insert statement's text for `columns`, taken out of the
-    /// cache ([`Conn::insert_sql`]'s field); built when they differ from the last batch's.
-    fn insert_sql(&mut self, columns: &[&'static Column]) -> (Vec<&'static str>, String) {
-        if let Some((names, sql)) = self.insert_sql.take()
-            && names.len() == columns.len()
-            && names.iter().zip(columns).all(|(n, c)| *n == c.name)
+    /// The insert statement for `columns`, taken out of the cache ([`Conn::insert_sql`]'s
+    /// field); built when the columns differ from the last batch's.
+    fn insert_sql(&mut self, columns: &[&'static Column]) -> InsertSql {
+        if let Some(stmt) = self.insert_sql.take()
+            && stmt.names.len() == columns.len()
+            && stmt.names.iter().zip(columns).all(|(n, c)| *n == c.name)
         {
-            return (names, sql);
+            return stmt;
         }
         let names: Vec<&'static str> = columns.iter().map(|c| c.name).collect();
         // Positional `?` marks, bound in column order.
@@ -197,7 +207,11 @@ impl Conn {
             names.join(", "),
             vec!["?"; names.len()].join(", ")
         );
-        (names, sql)
+        InsertSql {
+            extract: names.iter().map(|n| schema::extractor(n)).collect(),
+            names,
+            sql,
+        }
     }
 
     /// Move every row in the WAL into the database file and truncate it, then close the
@@ -314,22 +328,16 @@ impl ToSql for Bound<'_> {
 }
 
 /// Insert `rows` in one transaction (all or none, like one multi-row statement), one cached
-/// single-row `INSERT OR IGNORE` (`sql`, naming `names` in order) per row. `BEGIN` and
-/// `COMMIT` are cached statements too: rusqlite's `transaction()` parses both texts again
-/// for every batch, which at low load — a batch of one call's two rows — was a good part of
-/// the writer's work per call (`instructions.py`).
-fn insert(
-    db: &mut Connection,
-    sql: &str,
-    names: &[&str],
-    rows: &[CallRow],
-) -> Result<(), WriteError> {
+/// single-row `INSERT OR IGNORE` (`stmt`) per row. `BEGIN` and `COMMIT` are cached
+/// statements too: rusqlite's `transaction()` parses both texts again for every batch, and
+/// at low load a batch is one call's two rows.
+fn insert(db: &mut Connection, stmt: &InsertSql, rows: &[CallRow]) -> Result<(), WriteError> {
     let run = |db: &Connection| -> rusqlite::Result<()> {
         db.prepare_cached("BEGIN")?.execute([])?;
-        let mut stmt = db.prepare_cached(sql)?;
+        let mut insert = db.prepare_cached(&stmt.sql)?;
         for row in rows {
-            let values = names.iter().map(|n| Bound(schema::value(row, n)));
-            stmt.execute(params_from_iter(values))?;
+            let values = stmt.extract.iter().map(|f| Bound(f(row)));
+            insert.execute(params_from_iter(values))?;
         }
         db.prepare_cached("COMMIT")?.execute([])?;
         Ok(())
