@@ -205,9 +205,10 @@ pub struct NginxTargets {
     pub throughput_stream: Vec<(usize, f64)>,
     /// CPU per non-streamed request at the top level over nginx's (target ≤ 2.5).
     pub cpu_per_request: Option<f64>,
-    /// The same split: user-space CPU per request over nginx's, and kernel (system) CPU
-    /// per request over nginx's — which side of the system-call line the difference is on.
+    /// User-space CPU per non-streamed request at the top level over nginx's: with
+    /// `cpu_system_per_request`, which side of the system-call line the distance is on.
     pub cpu_user_per_request: Option<f64>,
+    /// Kernel (system) CPU per non-streamed request at the top level over nginx's.
     pub cpu_system_per_request: Option<f64>,
     /// CPU per streamed chunk at the top level ((streamed − non-streamed) / chunks) over
     /// nginx's (target ≤ 2).
@@ -450,7 +451,7 @@ struct Cost {
     /// Of it, system seconds per 1,000 requests.
     system_s_per_1k: Option<f64>,
     /// Context switches of its threads per request.
-    context_switches: Option<f64>,
+    context_switches_per_request: Option<f64>,
 }
 
 /// One measured load against `t`: its stats and what it cost the serving process.
@@ -469,7 +470,7 @@ async fn measure(t: &Target, stream: bool, conc: usize, duration: Duration) -> (
     let cost = Cost {
         cpu_s_per_1k: cpu.map(|(b, a)| per_1k(b.user_s + b.system_s - a.user_s - a.system_s)),
         system_s_per_1k: cpu.map(|(b, a)| per_1k(b.system_s - a.system_s)),
-        context_switches: cs,
+        context_switches_per_request: cs,
     };
     (s, cost)
 }
@@ -604,7 +605,7 @@ pub async fn run(opts: BenchOptions) -> Result<Report, String> {
                     added_p999_us: (path != "direct").then_some(s.p999_us - direct.p999_us),
                     cpu_s_per_1k: cost.cpu_s_per_1k,
                     cpu_system_s_per_1k: cost.system_s_per_1k,
-                    context_switches_per_request: cost.context_switches,
+                    context_switches_per_request: cost.context_switches_per_request,
                     vs_passthrough: pass
                         .as_ref()
                         .filter(|p| path.starts_with("gateway") && p.rps > 0.0)

@@ -174,7 +174,7 @@ impl Conn {
                 done,
             } => {
                 // Taken out while the connection is borrowed, and put back.
-                let stmt = self.insert_sql(&columns);
+                let stmt = self.take_insert_sql(&columns);
                 let out = self.with_db(|db, _| insert(db, &stmt, &rows));
                 self.insert_sql = Some(stmt);
                 let _ = done.send(out);
@@ -190,9 +190,9 @@ impl Conn {
         }
     }
 
-    /// The insert statement for `columns`, taken out of the cache ([`Conn::insert_sql`]'s
-    /// field); built when the columns differ from the last batch's.
-    fn insert_sql(&mut self, columns: &[&'static Column]) -> InsertSql {
+    /// The insert statement for `columns`, taken out of the `insert_sql` field (the caller
+    /// puts it back); built when the columns differ from the last batch's.
+    fn take_insert_sql(&mut self, columns: &[&'static Column]) -> InsertSql {
         if let Some(stmt) = self.insert_sql.take()
             && stmt.names.len() == columns.len()
             && stmt.names.iter().zip(columns).all(|(n, c)| *n == c.name)

@@ -201,16 +201,20 @@ mod tests {
             Value::Array(crate::cache::digest_messages(&messages))
         );
     }
+
     /// The serializing view writes exactly the bytes of the capped copy, for every shape a
     /// message can take: string and array content under and over the cap, escapes and
     /// non-ASCII text, text parts whose `text` is not a string, typed and untyped parts,
-    /// tool calls, and a message that is not an object.
+    /// parts that are not objects or whose type is not a string, keys that sort before
+    /// `content` and `text`, tool calls, and a message that is not an object.
     #[test]
     fn the_view_writes_the_bytes_of_the_copy() {
         let messages = vec![
             json!({"role": "system", "content": "line\none \"quoted\" \u{1} tab\t é 漢字 🙂"}),
-            json!({"role": "user", "name": "ann", "content": [
-                {"type": "text", "text": "describe\u{7f} this picture, please"},
+            json!({"role": "user", "name": "ann", "audio": {"id": "a1"}, "content": [
+                {"type": "text", "cache_control": {"type": "ephemeral"}, "text": "describe\u{7f} this picture, please"},
+                "a part that is not an object",
+                {"type": 3, "text": "a type that is not a string"},
                 {"type": "text", "text": 42, "extra": [1, 2.5, null]},
                 {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}},
                 {"no_type": true, "text": "kept as it is"},
