@@ -101,12 +101,7 @@ impl<'a> CallHeaders<'a> {
             ..CallOptions::default()
         };
         if let Some(t) = self.tenant_id {
-            let t = t.to_str().map_err(|_| {
-                GatewayError::invalid(
-                    "x-pgw-tenant-id",
-                    "header `x-pgw-tenant-id` must be visible ASCII",
-                )
-            })?;
+            let t = visible_ascii("x-pgw-tenant-id", t)?;
             validate_tenant_id("x-pgw-tenant-id", t)?;
             o.tenant_id = Some(t.to_string());
         }
@@ -124,12 +119,7 @@ impl<'a> CallHeaders<'a> {
         }
         o.cache_namespace = trimmed("x-pgw-cache-namespace", self.cache_namespace)?;
         if let Some(salt) = self.cache_salt {
-            let salt = salt.to_str().map_err(|_| {
-                GatewayError::invalid(
-                    "x-pgw-cache-salt",
-                    "header `x-pgw-cache-salt` must be visible ASCII",
-                )
-            })?;
+            let salt = visible_ascii("x-pgw-cache-salt", salt)?;
             o.cache_salt = Some(salt.to_string());
         }
         if let Some(mode) = trimmed("x-pgw-cache", self.cache)? {
@@ -137,6 +127,15 @@ impl<'a> CallHeaders<'a> {
         }
         Ok(o)
     }
+}
+
+/// A header's value as text, untrimmed (an empty value is a value).
+///
+/// Errors: 400 naming the header when it is not visible ASCII.
+fn visible_ascii<'v>(name: &str, value: &'v HeaderValue) -> Result<&'v str, GatewayError> {
+    value
+        .to_str()
+        .map_err(|_| GatewayError::invalid(name, format!("header `{name}` must be visible ASCII")))
 }
 
 /// A header's trimmed value: `None` when absent; 1–256 visible ASCII characters otherwise.

@@ -591,6 +591,14 @@ mod tests {
         assert_eq!(g.find(100_000), Some(0));
     }
 
+    /// A group's runs as (millisecond, first id, count), oldest first.
+    fn runs(g: &Group) -> Vec<(u64, u64, u32)> {
+        g.log
+            .iter()
+            .map(|r| (r.at_ms, r.first_id, r.count))
+            .collect()
+    }
+
     /// A run ends where the millisecond ends, and where its id range or count would no
     /// longer fit its fields.
     #[test]
@@ -601,13 +609,8 @@ mod tests {
         g.charge(3, 6, 1);
         // An id more than `u32::MAX` past the run's first starts a run of its own.
         g.charge(4 + u64::from(u32::MAX), 6, 1);
-        let runs: Vec<_> = g
-            .log
-            .iter()
-            .map(|r| (r.at_ms, r.first_id, r.count))
-            .collect();
         assert_eq!(
-            runs,
+            runs(&g),
             [(5, 1, 2), (6, 3, 1), (6, 4 + u64::from(u32::MAX), 1)]
         );
         assert_eq!(g.len, 4);
@@ -615,12 +618,7 @@ mod tests {
         let mut g = Group::default();
         g.charge(3, 6, 1);
         g.charge(3 + u64::from(u32::MAX), 6, 1);
-        let runs: Vec<_> = g
-            .log
-            .iter()
-            .map(|r| (r.at_ms, r.first_id, r.count))
-            .collect();
-        assert_eq!(runs, [(6, 3, 2)]);
+        assert_eq!(runs(&g), [(6, 3, 2)]);
         assert_eq!(g.find(3 + u64::from(u32::MAX)), Some(0));
         assert_eq!(g.find(4 + u64::from(u32::MAX)), None);
         assert_eq!(g.find(2), None);
