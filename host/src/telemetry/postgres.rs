@@ -5,15 +5,13 @@
 //! and on one partitioned by `created_at`, whose unique keys must include the partition key).
 
 use std::str::FromStr;
-use std::sync::Arc;
 use std::time::Duration;
 
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 use sqlx::{Postgres, QueryBuilder};
 
-use super::row::CallRow;
 use super::schema::{self, Column, SchemaBackend, SqlValue};
-use super::writer::{Backend, Prepared, WriteError};
+use super::writer::{Backend, Prepared, Rows, WriteError};
 use crate::config::SchemaMode;
 
 /// Check that `dsn` parses as a Postgres connection string (the only fatal telemetry
@@ -152,11 +150,7 @@ impl Backend for PostgresBackend {
             .await
     }
 
-    async fn insert(
-        &self,
-        columns: &[&'static Column],
-        rows: Arc<[CallRow]>,
-    ) -> Result<(), WriteError> {
+    async fn insert(&self, columns: &[&'static Column], rows: Rows) -> Result<(), WriteError> {
         let rows = &rows[..];
         let mut qb = QueryBuilder::<Postgres>::new("INSERT INTO ");
         qb.push(schema::TABLE).push(" (");

@@ -8,7 +8,6 @@
 //! connection, so SQLite removes `-wal` and `-shm` and the `.db` file alone holds every row.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::sync::mpsc;
 use std::time::Duration;
 
@@ -17,7 +16,7 @@ use tokio::sync::oneshot;
 
 use super::row::CallRow;
 use super::schema::{self, Column, SchemaBackend, SqlValue};
-use super::writer::{Backend, Prepared, WriteError};
+use super::writer::{Backend, Prepared, Rows, WriteError};
 use crate::config::SchemaMode;
 
 /// How long a write waits for a lock held by another process.
@@ -34,7 +33,7 @@ enum Job {
     Prepare(oneshot::Sender<Result<Prepared, WriteError>>),
     Insert {
         columns: Vec<&'static Column>,
-        rows: Arc<[CallRow]>,
+        rows: Rows,
         done: oneshot::Sender<Result<(), WriteError>>,
     },
     /// Checkpoint, close the connection, answer, and end the thread.
@@ -127,11 +126,7 @@ impl Backend for SqliteBackend {
         self.ask(Job::Prepare).await
     }
 
-    async fn insert(
-        &self,
-        columns: &[&'static Column],
-        rows: Arc<[CallRow]>,
-    ) -> Result<(), WriteError> {
+    async fn insert(&self, columns: &[&'static Column], rows: Rows) -> Result<(), WriteError> {
         let columns = columns.to_vec();
         self.ask(|done| Job::Insert {
             columns,
@@ -331,7 +326,7 @@ impl ToSql for Bound<'_> {
 /// single-row `INSERT OR IGNORE` (`stmt`) per row. `BEGIN` and `COMMIT` are cached
 /// statements too: rusqlite's `transaction()` parses both texts again for every batch, and
 /// at low load a batch is one call's two rows.
-fn insert(db: &mut Connection, stmt: &InsertSql, rows: &[CallRow]) -> Result<(), WriteError> {
+fn insert(db: &mut Connection, stmt: &InsertSql, rows: &[Box<CallRow>]) -> Result<(), WriteError> {
     let run = |db: &Connection| -> rusqlite::Result<()> {
         db.prepare_cached("BEGIN")?.execute([])?;
         let mut insert = db.prepare_cached(&stmt.sql)?;
@@ -377,8 +372,8 @@ mod tests {
     use super::*;
     use crate::telemetry::RowKind;
 
-    fn all(rows: &[CallRow]) -> Arc<[CallRow]> {
-        rows.to_vec().into()
+    fn all(rows: &[CallRow]) -> Rows {
+        std::sync::Arc::new(rows.iter().cloned().map(Box::new).collect())
     }
 
     #[tokio::test]
