@@ -33,6 +33,8 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import instructions  # noqa: E402  (free_port, wait_ready, load, BODY, KEY)
 
+# Events perf reports as time; printed in µs per call.
+TIME_EVENTS = ("task-clock", "user_time", "system_time", "duration_time")
 DEFAULT_EVENTS = "syscalls:sys_enter_*,page-faults,context-switches,cpu-migrations"
 
 
@@ -101,8 +103,14 @@ def count(exe, mode, calls, clients, events, warmup):
     counts = {}
     for line in err.splitlines():
         f = line.split(",")
-        if len(f) > 2 and f[0].strip().isdigit():
-            counts[f[2]] = int(f[0])
+        if len(f) > 2:
+            try:
+                value = float(f[0])
+            except ValueError:
+                continue  # "<not counted>" or "<not supported>"
+            # Time events (task-clock in ms, user_time and system_time in ns) in µs.
+            scale = {"msec": 1000.0, "ns": 0.001}.get(f[1].strip(), 1.0)
+            counts[f[2]] = value * scale
     return answered, counts
 
 
@@ -124,7 +132,8 @@ def main():
             continue
         for name, n in sorted(counts.items(), key=lambda kv: -kv[1]):
             if n:
-                print(f"  {n / answered:8.3f} per call  {name.removeprefix('syscalls:sys_enter_')}")
+                unit = " µs" if name in TIME_EVENTS else ""
+                print(f"  {n / answered:8.3f}{unit} per call  {name.removeprefix('syscalls:sys_enter_')}")
 
 
 if __name__ == "__main__":
