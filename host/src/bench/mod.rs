@@ -402,7 +402,8 @@ fn keyed_env(upstream: &str, prices: &std::path::Path) -> Vec<(String, String)> 
 }
 
 /// The gateway's environment under test. `bench/instructions.py` (instruction counts under
-/// callgrind) starts `serve` with the same variables as `governance: true`; keep them alike.
+/// callgrind) and `bench/syscalls.py` (kernel events per call) start `serve` with the same
+/// variables as `governance: true` (and `syscalls.py`'s `off` mode as `false`); keep them alike.
 fn gateway_env(upstream: &str, governance: bool) -> Vec<(String, String)> {
     let mut env = vec![
         ("LLM__OPENAI__1__BASE_URL".into(), format!("{upstream}/v1")),

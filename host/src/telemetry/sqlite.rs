@@ -371,9 +371,10 @@ fn classify(e: rusqlite::Error) -> WriteError {
 mod tests {
     use super::*;
     use crate::telemetry::RowKind;
+    use std::sync::Arc;
 
     fn all(rows: &[CallRow]) -> Rows {
-        std::sync::Arc::new(rows.iter().cloned().map(Box::new).collect())
+        Arc::new(rows.iter().cloned().map(Box::new).collect())
     }
 
     #[tokio::test]

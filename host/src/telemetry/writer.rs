@@ -68,9 +68,11 @@ pub(crate) struct Prepared {
 /// was a `Vec` of up to 256 of them (~166 KB) allocated for every batch and then copied into
 /// an `Arc<[CallRow]>`: two allocations of a size the allocator serves from fresh pages and
 /// gives back to the kernel between batches, so every batch paid page faults and `madvise`
-/// calls (0.21 page faults per call under load, 92 % of them in those two copies; `perf
-/// record -e page-faults`, docs/benchmark-history.md). A batch of boxes is 8 bytes a row,
-/// and no row is copied after it was queued.
+/// calls (the default gateway took 0.16–0.17 page faults per call under load, 92 % of them
+/// in the writer's batch allocations; `perf record -e page-faults`, `bench/syscalls.py`,
+/// docs/benchmark-history.md). A batch of boxes is 8 bytes a row, and on the normal path no
+/// row is copied after it was queued (a refused batch's row-by-row retry clones each row, as
+/// before).
 pub(crate) type Rows = Arc<Vec<Box<CallRow>>>;
 
 /// A telemetry store. Both methods are bounded in time by the backend.
