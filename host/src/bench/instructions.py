@@ -74,6 +74,16 @@ def free_port():
         return s.getsockname()[1]
 
 
+def stop(proc):
+    """Terminate `proc` and wait for it; killed if it has not exited within 60 s."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
 def wait_ready(port, proc, seconds):
     end = time.time() + seconds
     while time.time() < end:
@@ -201,12 +211,7 @@ def measure(exe, requests, body, chunks=None, pace_ms=0, warmup=500, clients=4):
     finally:
         for proc in (gateway, upstream):
             if proc is not None:
-                proc.terminate()
-                try:
-                    proc.wait(timeout=60)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait()
+                stop(proc)
     return answered, work, out_file, log_path, sorted(set(events))
 
 

@@ -38,7 +38,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import instructions  # noqa: E402  (free_port, wait_ready, load, BODY, KEY)
+import instructions  # noqa: E402  (free_port, wait_ready, load, stop, BODY, KEY)
 
 DEFAULT_EVENTS = "syscalls:sys_enter_*,page-faults,context-switches,cpu-migrations"
 # perf's units of time events, to µs.
@@ -87,15 +87,6 @@ def wait_port(port, proc, seconds):
         except OSError:
             time.sleep(0.1)
     return False
-
-
-def stop(proc):
-    proc.terminate()
-    try:
-        proc.wait(timeout=60)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
 
 
 def tail(path, lines=20):
@@ -194,7 +185,7 @@ def count(exe, mode, calls, clients, events, warmup):
             return answered, perf.finish()
     finally:
         for p in reversed(procs):
-            stop(p)
+            instructions.stop(p)
         shutil.rmtree(work, ignore_errors=True)
 
 
