@@ -367,10 +367,100 @@ fn answered_without_text(r: &ChatResponse) -> bool {
 /// Bytes of a completion object around its text: ids, usage, finish reason.
 const COMPLETION_BYTES_HINT: usize = 320;
 
-/// The non-streamed completion object, serialized. Typed and borrowed from the answer (no
-/// intermediate `serde_json::Value`); keys are in the order the `Value` map wrote them
-/// (sorted), so the bytes equal [`completion_json`]'s.
+/// The non-streamed completion object, serialized; keys are in the order the `Value` map
+/// wrote them (sorted), so the bytes equal [`completion_json`]'s.
+///
+/// An answer of the common shape (text, and perhaps reasoning or a refusal: no tool calls,
+/// no `reasoning_details`, no pass-through fields) is written straight into the buffer with
+/// its keys as constant bytes; any other through [`completion_body_typed`]. Serde writes
+/// every key of a struct through its string escaper, and the pass-through levels'
+/// `#[serde(flatten)]` turns each struct into a map: the typed encoder took ~6k instructions
+/// per call for a short answer, most of them escaping the ~25 constant keys
+/// (`instructions.py`, docs/benchmark-history.md).
 pub(crate) fn completion_body(r: &ChatResponse, created: u64) -> Vec<u8> {
+    if r.tool_calls.is_empty() && r.reasoning_details.is_empty() && r.upstream_fields.is_none() {
+        let mut out = Vec::with_capacity(COMPLETION_BYTES_HINT + r.content.len());
+        if write_common_completion(r, created, &mut out).is_ok() {
+            return out;
+        }
+    }
+    completion_body_typed(r, created)
+}
+
+/// Write the completion object of an answer of the common shape (see [`completion_body`]):
+/// the same bytes as [`completion_body_typed`]. Writing into a `Vec` cannot fail; the
+/// `Result` is serde_json's signature.
+fn write_common_completion(
+    r: &ChatResponse,
+    created: u64,
+    out: &mut Vec<u8>,
+) -> serde_json::Result<()> {
+    out.extend_from_slice(br#"{"choices":[{"finish_reason":"#);
+    serde_json::to_writer(&mut *out, &r.finish_reason)?;
+    out.extend_from_slice(br#","index":0,"logprobs":null,"message":{"content":"#);
+    let content = (!r.content.is_empty() || !answered_without_text(r)).then_some(&r.content);
+    serde_json::to_writer(&mut *out, &content)?;
+    if let Some(reasoning) = &r.reasoning {
+        out.extend_from_slice(br#","reasoning_content":"#);
+        serde_json::to_writer(&mut *out, reasoning)?;
+    }
+    if let Some(refusal) = &r.refusal {
+        out.extend_from_slice(br#","refusal":"#);
+        serde_json::to_writer(&mut *out, refusal)?;
+    }
+    out.extend_from_slice(br#","role":"assistant"}}],"created":"#);
+    serde_json::to_writer(&mut *out, &created)?;
+    out.extend_from_slice(br#","id":"#);
+    serde_json::to_writer(&mut *out, &format_args!("chatcmpl-{}", r.call_id))?;
+    out.extend_from_slice(br#","model":"#);
+    serde_json::to_writer(&mut *out, r.model_reported.as_deref().unwrap_or(&r.model))?;
+    out.extend_from_slice(br#","object":"chat.completion","usage":"#);
+    match &r.usage {
+        Some(u) => write_usage(u, out)?,
+        None => out.extend_from_slice(b"null"),
+    }
+    out.push(b'}');
+    Ok(())
+}
+
+/// Write the OpenAI `usage` object: the same bytes as [`UsageOut`]'s serialization.
+fn write_usage(u: &TokenUsage, out: &mut Vec<u8>) -> serde_json::Result<()> {
+    out.extend_from_slice(br#"{"completion_tokens":"#);
+    serde_json::to_writer(&mut *out, &u.completion_tokens)?;
+    if let Some(reasoning) = u.reasoning_tokens {
+        out.extend_from_slice(br#","completion_tokens_details":{"reasoning_tokens":"#);
+        serde_json::to_writer(&mut *out, &reasoning)?;
+        out.push(b'}');
+    }
+    out.extend_from_slice(br#","prompt_tokens":"#);
+    serde_json::to_writer(&mut *out, &u.prompt_tokens)?;
+    if u.cached_prompt_tokens.is_some() || u.cache_write_tokens.is_some() {
+        out.extend_from_slice(br#","prompt_tokens_details":{"#);
+        if let Some(written) = u.cache_write_tokens {
+            out.extend_from_slice(br#""cache_write_tokens":"#);
+            serde_json::to_writer(&mut *out, &written)?;
+        }
+        if let Some(cached) = u.cached_prompt_tokens {
+            if u.cache_write_tokens.is_some() {
+                out.push(b',');
+            }
+            out.extend_from_slice(br#""cached_tokens":"#);
+            serde_json::to_writer(&mut *out, &cached)?;
+        }
+        out.push(b'}');
+    }
+    out.extend_from_slice(br#","total_tokens":"#);
+    serde_json::to_writer(
+        &mut *out,
+        &u.prompt_tokens.saturating_add(u.completion_tokens),
+    )?;
+    out.push(b'}');
+    Ok(())
+}
+
+/// The non-streamed completion object of any answer, serialized through typed structs
+/// borrowed from the answer (no intermediate `serde_json::Value`).
+fn completion_body_typed(r: &ChatResponse, created: u64) -> Vec<u8> {
     #[derive(serde::Serialize)]
     struct Completion<'a> {
         choices: [Choice<'a>; 1],
@@ -540,8 +630,12 @@ mod tests {
                 cache_write_tokens: written,
             };
             let bytes = serde_json::to_string(&UsageOut::of(&u)).unwrap();
-            // The `Value` form (stream chunks, other answers) says the same.
+            // The `Value` form (stream chunks, other answers) says the same, and so does the
+            // common completion's writer.
             assert_eq!(usage_json(&u).to_string(), bytes);
+            let mut written = Vec::new();
+            write_usage(&u, &mut written).unwrap();
+            assert_eq!(String::from_utf8(written).unwrap(), bytes);
             bytes
         };
         assert_eq!(
@@ -641,20 +735,58 @@ mod tests {
         ];
         let mut tools_and_text = tools_only.clone();
         tools_and_text.content = "text".into();
-        for r in [
-            base,
-            with_all,
-            tools_only,
-            tools_and_text,
-            refused,
-            filtered,
-            empty_text,
-        ] {
-            let want = serde_json::to_vec(&completion_json(&r, 1_700_000_000)).unwrap();
+        // The common shape with everything it may carry: reasoning, a refusal beside text,
+        // a reported model, usage with every detail, no finish reason, an id to escape.
+        let mut common_all = with_all.clone();
+        common_all.reasoning_details.clear();
+        common_all.refusal = Some("partly \"no\"".into());
+        common_all.finish_reason = None;
+        common_all.call_id = "id\"\\\n".into();
+        let usage = |cached, written, reasoning| {
+            let mut r = base.clone();
+            r.usage = Some(TokenUsage {
+                prompt_tokens: 0,
+                completion_tokens: u64::MAX,
+                cached_prompt_tokens: cached,
+                reasoning_tokens: reasoning,
+                cache_write_tokens: written,
+            });
+            r
+        };
+        let common = [
+            usage(None, None, None),
+            usage(Some(0), None, None),
+            usage(None, Some(9), Some(1)),
+            common_all,
+            refused.clone(),
+            filtered.clone(),
+            empty_text.clone(),
+            base.clone(),
+        ];
+        let other = [with_all, tools_only, tools_and_text];
+        for (i, r) in common.iter().chain(&other).enumerate() {
+            let want = serde_json::to_vec(&completion_json(r, 1_700_000_000)).unwrap();
+            let want = String::from_utf8(want).unwrap();
             assert_eq!(
-                String::from_utf8(completion_body(&r, 1_700_000_000)).unwrap(),
-                String::from_utf8(want).unwrap()
+                String::from_utf8(completion_body(r, 1_700_000_000)).unwrap(),
+                want,
+                "case {i}"
             );
+            assert_eq!(
+                String::from_utf8(completion_body_typed(r, 1_700_000_000)).unwrap(),
+                want,
+                "case {i}, typed"
+            );
+            // The common writer takes exactly the answers of the common shape.
+            let mut direct = Vec::new();
+            let shape = r.tool_calls.is_empty()
+                && r.reasoning_details.is_empty()
+                && r.upstream_fields.is_none();
+            assert_eq!(shape, i < common.len(), "case {i}");
+            if shape {
+                write_common_completion(r, 1_700_000_000, &mut direct).unwrap();
+                assert_eq!(String::from_utf8(direct).unwrap(), want, "case {i}, direct");
+            }
         }
     }
 
