@@ -104,8 +104,14 @@ struct SourceSeries {
     request_success_duration: OnceLock<Histogram>,
 }
 
-/// Scope → source → series.
-type SeriesMap = HashMap<String, HashMap<String, Arc<SourceSeries>>>;
+/// Scope → source → series, looked up for every row: keys from the configuration, never from a client, so a fast hash with a per-process seed (foldhash) in place of SipHash (SipHash
+/// took ~1.4k instructions per call over these maps and the breaker's, the limiter's and
+/// the connection pool's).
+type SeriesMap = HashMap<
+    String,
+    HashMap<String, Arc<SourceSeries>, foldhash::fast::RandomState>,
+    foldhash::fast::RandomState,
+>;
 
 type FloatCounter = Counter<f64, AtomicU64>;
 
@@ -444,7 +450,7 @@ impl Metrics {
         }
         let mut added = None;
         self.series.rcu(|all| {
-            let mut all = HashMap::clone(all);
+            let mut all = SeriesMap::clone(all);
             let s = all
                 .entry(scope.to_owned())
                 .or_default()

@@ -88,7 +88,8 @@ impl SourceState {
 pub struct MemoryBreaker {
     cfg: BreakerConfig,
     clock: SharedClock,
-    index: HashMap<Arc<str>, usize>,
+    /// Source name → index, looked up on every call: keys from the configuration, never from a client, so a fast hash with a per-process seed (foldhash) in place of SipHash.
+    index: HashMap<Arc<str>, usize, foldhash::fast::RandomState>,
     sources: Vec<Mutex<SourceState>>,
 }
 
@@ -96,7 +97,7 @@ impl MemoryBreaker {
     /// A breaker for `sources` (name, the source's `MAX_CONCURRENCY`).
     pub fn new(cfg: BreakerConfig, clock: SharedClock, sources: &[(Arc<str>, u32)]) -> Self {
         let now = clock.now_ms();
-        let mut index = HashMap::new();
+        let mut index = HashMap::default();
         let mut states = Vec::new();
         for (i, (name, concurrency)) in sources.iter().enumerate() {
             index.insert(name.clone(), i);

@@ -263,7 +263,8 @@ pub struct MemoryLimiter {
     global_limits: Limits,
     source_names: Vec<Arc<str>>,
     source_limits: Vec<Limits>,
-    source_index: HashMap<Arc<str>, usize>,
+    /// Source name → index, looked up on every call: keys from the configuration, never from a client, so a fast hash with a per-process seed (foldhash) in place of SipHash.
+    source_index: HashMap<Arc<str>, usize, foldhash::fast::RandomState>,
     clock: SharedClock,
     state: Mutex<State>,
     released: Arc<Notify>,
@@ -276,7 +277,8 @@ impl MemoryLimiter {
     pub fn new(config: LimiterConfig, clock: SharedClock) -> Self {
         let mut source_names = Vec::with_capacity(config.sources.len());
         let mut source_limits = Vec::with_capacity(config.sources.len());
-        let mut source_index = HashMap::with_capacity(config.sources.len());
+        let mut source_index =
+            HashMap::with_capacity_and_hasher(config.sources.len(), Default::default());
         for (name, limits) in config.sources {
             if source_index.contains_key(&name) {
                 continue;
