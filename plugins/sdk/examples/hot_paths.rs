@@ -3,7 +3,9 @@
 //! name the guest's JIT code inside the gateway, but it names this (README, "Benchmark").
 //!
 //! ```sh
-//! cargo build --release --manifest-path plugins/Cargo.toml -p polygateway-plugin-sdk --example hot_paths
+//! # The components' release profile strips symbols; keep them for the profiler.
+//! CARGO_PROFILE_RELEASE_STRIP=false CARGO_PROFILE_RELEASE_DEBUG=line-tables-only \
+//!   cargo build --release --manifest-path plugins/Cargo.toml -p polygateway-plugin-sdk --example hot_paths
 //! valgrind --tool=callgrind plugins/target/release/examples/hot_paths build 2000
 //! ```
 //!
