@@ -104,7 +104,8 @@ struct SourceSeries {
     request_success_duration: OnceLock<Histogram>,
 }
 
-/// Scope → source → series, looked up for every row: keys from the configuration, never from a client, so a fast hash with a per-process seed (foldhash) in place of SipHash (SipHash
+/// Scope → source → series, looked up for every row: keys from the configuration, never from a
+/// client, so a fast hash with a per-process seed (foldhash) in place of SipHash (SipHash
 /// took ~1.4k instructions per call over these maps and the breaker's, the limiter's and
 /// the connection pool's).
 type SeriesMap = HashMap<

@@ -88,7 +88,8 @@ impl SourceState {
 pub struct MemoryBreaker {
     cfg: BreakerConfig,
     clock: SharedClock,
-    /// Source name → index, looked up on every call: keys from the configuration, never from a client, so a fast hash with a per-process seed (foldhash) in place of SipHash.
+    /// Source name → index, looked up on every call: keys from the configuration, never from a
+    /// client, so a fast hash with a per-process seed (foldhash) in place of SipHash.
     index: HashMap<Arc<str>, usize, foldhash::fast::RandomState>,
     sources: Vec<Mutex<SourceState>>,
 }

@@ -263,7 +263,8 @@ pub struct MemoryLimiter {
     global_limits: Limits,
     source_names: Vec<Arc<str>>,
     source_limits: Vec<Limits>,
-    /// Source name → index, looked up on every call: keys from the configuration, never from a client, so a fast hash with a per-process seed (foldhash) in place of SipHash.
+    /// Source name → index, looked up on every call: keys from the configuration, never from a
+    /// client, so a fast hash with a per-process seed (foldhash) in place of SipHash.
     source_index: HashMap<Arc<str>, usize, foldhash::fast::RandomState>,
     clock: SharedClock,
     state: Mutex<State>,

@@ -28,7 +28,8 @@ struct Idle {
 type Origins = std::collections::HashMap<String, Arc<Queue>, foldhash::fast::RandomState>;
 
 pub(super) struct Pool {
-    /// Origin → its idle connections, looked up on every request: keys from the configuration, never from a client, so a fast hash with a per-process seed (foldhash) in place of SipHash.
+    /// Origin → its idle connections, looked up on every request: keys from the configuration,
+    /// never from a client, so a fast hash with a per-process seed (foldhash) in place of SipHash.
     origins: ArcSwap<Origins>,
     max_idle: usize,
     idle_timeout: Duration,
