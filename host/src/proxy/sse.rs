@@ -378,13 +378,19 @@ const COMPLETION_BYTES_HINT: usize = 320;
 /// per call for a short answer, most of them escaping the ~25 constant keys
 /// (`instructions.py`, docs/benchmark-history.md).
 pub(crate) fn completion_body(r: &ChatResponse, created: u64) -> Vec<u8> {
-    if r.tool_calls.is_empty() && r.reasoning_details.is_empty() && r.upstream_fields.is_none() {
+    if common_shape(r) {
         let mut out = Vec::with_capacity(COMPLETION_BYTES_HINT + r.content.len());
         if write_common_completion(r, created, &mut out).is_ok() {
             return out;
         }
     }
     completion_body_typed(r, created)
+}
+
+/// Whether `r` has the common shape [`write_common_completion`] writes: no tool calls, no
+/// `reasoning_details`, no pass-through fields.
+fn common_shape(r: &ChatResponse) -> bool {
+    r.tool_calls.is_empty() && r.reasoning_details.is_empty() && r.upstream_fields.is_none()
 }
 
 /// Write the completion object of an answer of the common shape (see [`completion_body`]):
@@ -779,9 +785,7 @@ mod tests {
             );
             // The common writer takes exactly the answers of the common shape.
             let mut direct = Vec::new();
-            let shape = r.tool_calls.is_empty()
-                && r.reasoning_details.is_empty()
-                && r.upstream_fields.is_none();
+            let shape = common_shape(r);
             assert_eq!(shape, i < common.len(), "case {i}");
             if shape {
                 write_common_completion(r, 1_700_000_000, &mut direct).unwrap();
