@@ -7,7 +7,6 @@ use std::fmt;
 use serde::Deserialize;
 use serde::de::{self, Visitor};
 use serde_json::Value;
-use serde_json::value::RawValue;
 
 use crate::{FinishReason, ToolCallDelta, Usage};
 
@@ -83,24 +82,6 @@ pub fn usage_from_json(usage: &Value) -> Option<Usage> {
     })
 }
 
-/// [`usage_from_json`] of a `usage` object's JSON text, without building a `Value` tree when
-/// the object has the common form: the typed read below answers it. It takes only an object
-/// whose every key it names and whose every value it reads through a checking deserializer
-/// (integer counts, detail objects of integer counts, `null`); anything else — a float or
-/// negative count, a string, an unknown key, a duplicate key, an array where an object
-/// belongs — goes through the `Value` path, so the answer (and whether the text is refused) is
-/// always the one [`usage_from_json`] after `serde_json::from_str::<Value>` gives.
-///
-/// Errors: `text` is not JSON.
-pub(crate) fn usage_from_text(text: &str) -> Result<Option<Usage>, serde_json::Error> {
-    if let Ok(Obj(wire)) = serde_json::from_str::<Obj<UsageWire<'_>>>(text)
-        && let Some(usage) = wire.usage()
-    {
-        return Ok(usage);
-    }
-    serde_json::from_str::<Value>(text).map(|v| usage_from_json(&v))
-}
-
 /// A struct read only from a JSON object: a derived struct also reads an array (its fields
 /// by position), where the `Value` path finds no object (no chunk, choice, message or usage).
 pub(crate) struct Obj<T>(pub(crate) T);
@@ -128,12 +109,17 @@ impl<'de, T: Deserialize<'de>> Deserialize<'de> for Obj<T> {
     }
 }
 
-/// The common form of a `usage` object (OpenAI's and DeepSeek's keys). Every key is named and
-/// every count typed, so nothing is skipped unchecked: a key not named here, or a value of
-/// another type, fails the read (and [`usage_from_text`] falls back).
+/// The common form of a `usage` object (OpenAI's and DeepSeek's keys), read typed where the
+/// chat fast paths read a chunk or a response (`stream_fast.rs`), in the same pass. Every key
+/// is named and every count typed, so nothing is skipped unchecked: a key not named here, a
+/// repeated key, a count that is not a non-negative integer, a details value that is neither
+/// `null` nor an object of the common form, or an array where an object belongs fails the
+/// read, and the fast path declines the whole text to the `Value` path, which answers every
+/// odd form. What a read that succeeds answers ([`UsageWire::usage`]) is what
+/// [`usage_from_json`] answers for the same object (tested on every form below).
 #[derive(serde::Deserialize)]
 #[serde(deny_unknown_fields)]
-struct UsageWire<'a> {
+pub(crate) struct UsageWire {
     prompt_tokens: Option<u64>,
     completion_tokens: Option<u64>,
     #[serde(rename = "total_tokens")]
@@ -141,10 +127,8 @@ struct UsageWire<'a> {
     prompt_cache_hit_tokens: Option<u64>,
     #[serde(rename = "prompt_cache_miss_tokens")]
     _prompt_cache_miss_tokens: Option<u64>,
-    #[serde(borrow)]
-    prompt_tokens_details: Option<&'a RawValue>,
-    #[serde(borrow)]
-    completion_tokens_details: Option<&'a RawValue>,
+    prompt_tokens_details: Option<Obj<UsageDetailsWire>>,
+    completion_tokens_details: Option<Obj<UsageDetailsWire>>,
 }
 
 /// `prompt_tokens_details` / `completion_tokens_details` with OpenAI's keys, all counts.
@@ -161,36 +145,27 @@ struct UsageDetailsWire {
     _rejected_prediction_tokens: Option<u64>,
 }
 
-/// A details value read typed: `Some(None)` when absent or `null`, `Some(details)` for an
-/// object of the common form, `None` (decline) for anything else.
-fn details(raw: Option<&RawValue>) -> Option<Option<UsageDetailsWire>> {
-    match raw.map(RawValue::get) {
-        None | Some("null") => Some(None),
-        Some(text) => serde_json::from_str::<Obj<_>>(text)
-            .ok()
-            .map(|Obj(d)| Some(d)),
-    }
-}
-
-impl UsageWire<'_> {
-    /// The same answer [`usage_from_json`] gives for the same object, or `None` when a
-    /// details value is not of the common form (the caller falls back).
-    fn usage(&self) -> Option<Option<Usage>> {
-        let prompt_details = details(self.prompt_tokens_details)?;
-        let completion_details = details(self.completion_tokens_details)?;
+impl UsageWire {
+    /// The same answer [`usage_from_json`] gives for the same object.
+    pub(crate) fn usage(&self) -> Option<Usage> {
         if self.prompt_tokens.is_none() && self.completion_tokens.is_none() {
-            return Some(None);
+            return None;
         }
-        let cached = prompt_details
+        let cached = self
+            .prompt_tokens_details
+            .as_ref()
             .and_then(|d| d.cached_tokens)
             .or(self.prompt_cache_hit_tokens);
-        Some(Some(Usage {
+        Some(Usage {
             prompt_tokens: self.prompt_tokens.unwrap_or(0),
             completion_tokens: self.completion_tokens.unwrap_or(0),
             cached_prompt_tokens: cached,
-            reasoning_tokens: completion_details.and_then(|d| d.reasoning_tokens),
+            reasoning_tokens: self
+                .completion_tokens_details
+                .as_ref()
+                .and_then(|d| d.reasoning_tokens),
             cache_write_tokens: None,
-        }))
+        })
     }
 }
 
@@ -307,10 +282,11 @@ mod tests {
         assert_eq!(usage_from_json(&json!({"prompt_tokens": 1.5})), None);
     }
 
-    /// The typed read answers exactly what the `Value` path answers, on every form: common
-    /// ones it takes and odd ones it declines.
+    /// Where the typed read succeeds it answers exactly what the `Value` path answers, on
+    /// every form; it takes the common ones and fails on the odd ones (the fast paths then
+    /// decline the text).
     #[test]
-    fn usage_from_text_answers_what_the_value_path_answers() {
+    fn the_typed_usage_answers_what_the_value_path_answers() {
         let counts = [
             "",
             "0",
@@ -372,24 +348,36 @@ mod tests {
                 ));
             }
         }
+        let typed_read = |text: &str| serde_json::from_str::<Obj<UsageWire>>(text);
         let mut typed = 0;
         for text in &texts {
             let value: Value = serde_json::from_str(text).unwrap();
-            assert_eq!(
-                usage_from_text(text).unwrap(),
-                usage_from_json(&value),
-                "{text}"
-            );
-            typed += usize::from(serde_json::from_str::<UsageWire>(text).is_ok());
+            if let Ok(wire) = typed_read(text) {
+                assert_eq!(wire.usage(), usage_from_json(&value), "{text}");
+                typed += 1;
+            }
         }
-        // Both paths are exercised: the common forms are read typed, the odd ones are not.
+        // Both kinds are exercised: the common forms are read typed, the odd ones are not.
         assert!(
             typed > 20 && typed < texts.len() - 20,
             "{typed} of {}",
             texts.len()
         );
-        assert!(usage_from_text("{").is_err());
-        // What the `Value` parser refuses stays refused, even under a key the answer ignores.
+        for odd in [
+            "null",
+            "5",
+            "[]",
+            "[8,2,null,null,null,null,null]",
+            r#"{"prompt_tokens":3.0,"completion_tokens":2}"#,
+            r#"{"prompt_tokens":-1}"#,
+            r#"{"prompt_tokens":1,"prompt_tokens":2}"#,
+            r#"{"prompt_tokens":1,"completion_tokens_details":[null,5]}"#,
+            r#"{"prompt_tokens":1,"input_tokens":9}"#,
+        ] {
+            assert!(typed_read(odd).is_err(), "{odd}");
+        }
+        // What the `Value` parser refuses fails the typed read too, even under a key the
+        // answer ignores: the text goes to the `Value` path, which refuses it.
         for refused in [
             r#"{"prompt_tokens":1,"x":1e400}"#,
             r#"{"prompt_tokens":1,"total_tokens":1e400}"#,
@@ -397,15 +385,17 @@ mod tests {
             r#"{"prompt_tokens":1,"completion_tokens_details":{"x":1e400}}"#,
         ] {
             assert!(serde_json::from_str::<Value>(refused).is_err(), "{refused}");
-            assert!(usage_from_text(refused).is_err(), "{refused}");
+            assert!(typed_read(refused).is_err(), "{refused}");
         }
         assert_eq!(
-            usage_from_text(r#"{"prompt_tokens":3.0,"completion_tokens":2}"#).unwrap(),
+            typed_read(r#"{"prompt_tokens":3,"completion_tokens":2,"prompt_tokens_details":null,"completion_tokens_details":{"reasoning_tokens":1}}"#)
+                .unwrap()
+                .usage(),
             Some(Usage {
                 prompt_tokens: 3,
                 completion_tokens: 2,
                 cached_prompt_tokens: None,
-                reasoning_tokens: None,
+                reasoning_tokens: Some(1),
                 cache_write_tokens: None
             })
         );

@@ -2,9 +2,9 @@
 //! common shape — an object with `model`, `choices[].delta` (a chunk) or `choices[].message`
 //! (a whole response) with role, content, reasoning and refusal, `finish_reason`, the
 //! pass-through fields `system_fingerprint`, `service_tier`, `logprobs` and `function_call`
-//! borrowed raw, `usage` (read by [`usage_from_text`]), no other key, and no `error` or
-//! `tool_calls` — read into borrowed typed structs instead of a `serde_json::Value` tree (no
-//! map, key or string allocations). Anything else, including a field of an unexpected type,
+//! borrowed raw, `usage` in its common form (read typed in the same pass:
+//! [`UsageWire`]), no other key, and no `error` or `tool_calls` — read into borrowed typed
+//! structs instead of a `serde_json::Value` tree (no map, key or string allocations). Anything else, including a field of an unexpected type,
 //! an array where an object belongs, or a duplicate key, is declined and the caller falls
 //! back to the `Value` path, so the deltas are always exactly the ones that path would give
 //! for a text it accepts. (One difference remains: `id`, `object`, `created` and the raw pass-through
@@ -22,7 +22,7 @@ use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqA
 use serde_json::Value;
 use serde_json::value::RawValue;
 
-use crate::fields::{finish_reason_from_str, usage_from_text};
+use crate::fields::{Obj, UsageWire, finish_reason_from_str};
 use crate::passthrough::{self, ObjectText};
 use crate::{Delta, ThinkSplitter};
 
@@ -76,7 +76,9 @@ struct Chunk<'a> {
     choices: Option<Choices<'a>>,
     /// A non-null `error` (the fast path declines such a chunk).
     error: bool,
-    usage: Option<&'a RawValue>,
+    /// Read typed as it is met (reading it raw, then again from its text, was 1.3k of the
+    /// 8.4k instructions of a response's parse natively; `examples/hot_paths.rs`).
+    usage: Option<Obj<UsageWire>>,
     service_tier: Option<&'a RawValue>,
     system_fingerprint: Option<&'a RawValue>,
 }
@@ -469,15 +471,8 @@ pub(crate) fn parse_common(
     let Some(choice) = common_choice(&chunk, |c| c.delta.as_ref()) else {
         return false;
     };
-    // The last chunk of a stream carries usage (`stream_options.include_usage`): read typed
-    // when common, else through the Value path, as a whole response's.
-    let usage = match chunk.usage {
-        Some(raw) => match usage_from_text(raw.get()) {
-            Ok(usage) => usage,
-            Err(_) => return false,
-        },
-        None => None,
-    };
+    // The last chunk of a stream carries usage (`stream_options.include_usage`).
+    let usage = chunk.usage.as_ref().and_then(|u| u.usage());
     if !*model_seen && let Some(model) = text(&chunk.model) {
         *model_seen = true;
         out.push(Delta::Model(model.to_owned()));
@@ -520,14 +515,7 @@ pub(crate) fn parse_response_common(
     let Some(choice) = common_choice(&response, |c| c.message.as_ref()) else {
         return false;
     };
-    // Typed when common, else through the Value path, so every odd form reads the same.
-    let usage = match response.usage {
-        Some(raw) => match usage_from_text(raw.get()) {
-            Ok(usage) => usage,
-            Err(_) => return false,
-        },
-        None => None,
-    };
+    let usage = response.usage.as_ref().and_then(|u| u.usage());
     if let Some(model) = text(&response.model) {
         out.push(Delta::Model(model.to_owned()));
     }
@@ -682,21 +670,26 @@ mod tests {
                 false,
             ),
             (r#"{"choices":[{"index":0,"delta":{"refusal":5}}]}"#, false),
-            // Usage, typed or (odd counts) through the Value path, after the choice's deltas.
+            // Usage, typed, after the choice's deltas; a usage not of the common form (odd
+            // counts, not an object) declines the chunk to the Value path.
             (
                 r#"{"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[],"usage":{"prompt_tokens":8,"completion_tokens":2,"total_tokens":10}}"#,
                 true,
             ),
             (
-                r#"{"choices":[{"index":0,"delta":{"content":"x"},"finish_reason":"stop"}],"usage":{"prompt_tokens":8.0,"completion_tokens":"2","prompt_tokens_details":{"cached_tokens":3},"completion_tokens_details":{"reasoning_tokens":1}}}"#,
+                r#"{"choices":[{"index":0,"delta":{"content":"x"},"finish_reason":"stop"}],"usage":{"prompt_tokens":8,"completion_tokens":2,"prompt_tokens_details":{"cached_tokens":3},"completion_tokens_details":{"reasoning_tokens":1}}}"#,
                 true,
             ),
+            (
+                r#"{"choices":[{"index":0,"delta":{"content":"x"},"finish_reason":"stop"}],"usage":{"prompt_tokens":8.0,"completion_tokens":"2","prompt_tokens_details":{"cached_tokens":3},"completion_tokens_details":{"reasoning_tokens":1}}}"#,
+                false,
+            ),
             (r#"{"choices":[],"usage":{}}"#, true),
-            (r#"{"choices":[],"usage":7}"#, true),
-            (r#"{"choices":[],"usage":[8,2,null,null,null]}"#, true),
+            (r#"{"choices":[],"usage":7}"#, false),
+            (r#"{"choices":[],"usage":[8,2,null,null,null]}"#, false),
             (
                 r#"{"choices":[],"usage":{"prompt_tokens":1,"completion_tokens_details":[null,5]}}"#,
-                true,
+                false,
             ),
             // A usage the Value parser refuses: declined, and refused on both paths.
             (
@@ -842,8 +835,12 @@ mod tests {
                 true,
             ),
             (
-                r#"{"model":"","choices":[{"message":{"reasoning_content":"r","reasoning":"other","content":"c"}}],"usage":{"prompt_tokens":3.0,"completion_tokens":1,"prompt_tokens_details":{"cached_tokens":2},"completion_tokens_details":{"reasoning_tokens":1}}}"#,
+                r#"{"model":"","choices":[{"message":{"reasoning_content":"r","reasoning":"other","content":"c"}}],"usage":{"prompt_tokens":3,"completion_tokens":1,"prompt_tokens_details":{"cached_tokens":2},"completion_tokens_details":{"reasoning_tokens":1}}}"#,
                 true,
+            ),
+            (
+                r#"{"model":"","choices":[{"message":{"reasoning_content":"r","reasoning":"other","content":"c"}}],"usage":{"prompt_tokens":3.0,"completion_tokens":1,"prompt_tokens_details":{"cached_tokens":2},"completion_tokens_details":{"reasoning_tokens":1}}}"#,
+                false,
             ),
             (
                 r#"{"choices":[{"index":1,"message":{"content":"one"}},{"index":0,"message":{"content":"zero"},"finish_reason":"eos"}],"usage":{"prompt_cache_hit_tokens":4,"completion_tokens":2}}"#,
@@ -851,7 +848,7 @@ mod tests {
             ),
             (
                 r#"{"choices":[],"usage":{"prompt_tokens":-1,"completion_tokens":"2"}}"#,
-                true,
+                false,
             ),
             (
                 r#"{"error":null,"usage":null,"choices":[{"message":{"content":"x"},"finish_reason":null}]}"#,
