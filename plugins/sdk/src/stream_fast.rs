@@ -4,13 +4,14 @@
 //! pass-through fields `system_fingerprint`, `service_tier`, `logprobs` and `function_call`
 //! borrowed raw, `usage` in its common form (read typed in the same pass:
 //! [`UsageWire`]), no other key, and no `error` or `tool_calls` — read into borrowed typed
-//! structs instead of a `serde_json::Value` tree (no map, key or string allocations). Anything else, including a field of an unexpected type,
-//! an array where an object belongs, or a duplicate key, is declined and the caller falls
-//! back to the `Value` path, so the deltas are always exactly the ones that path would give
-//! for a text it accepts. (One difference remains: `id`, `object`, `created` and the raw pass-through
-//! fields are skipped or passed on without the checks the `Value` parser makes — a number out
-//! of `f64`'s range, a lone surrogate escape — so a chunk carrying such a value there is taken
-//! here where that path would refuse it.)
+//! structs instead of a `serde_json::Value` tree (no map, key or string allocations).
+//! Anything else, including a field of an unexpected type, an array where an object belongs,
+//! or a duplicate key, is declined and the caller falls back to the `Value` path, so the
+//! deltas are always exactly the ones that path would give for a text it accepts. (One
+//! difference remains: `id`, `object`, `created` and the raw pass-through fields are skipped
+//! or passed on without the checks the `Value` parser makes — a number out of `f64`'s range,
+//! a lone surrogate escape — so a chunk carrying such a value there is taken here where that
+//! path would refuse it.)
 
 use std::borrow::Cow;
 
