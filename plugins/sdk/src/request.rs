@@ -83,7 +83,10 @@ pub(crate) fn quoted_keys(json: &str, keys: &[&str]) -> u32 {
         let after = from + quote + 1;
         let rest = bytes.get(after..).unwrap_or_default();
         for (i, key) in keys.iter().enumerate().take(32) {
-            if rest.starts_with(key.as_bytes()) && rest.get(key.len()) == Some(&b'"') {
+            // The closing quote first: one byte that rules out nearly every other key
+            // without a call to compare the bytes (a `memcmp` per quote and key was 8 % of
+            // `build-request` natively; `examples/hot_paths.rs`).
+            if rest.get(key.len()) == Some(&b'"') && rest.starts_with(key.as_bytes()) {
                 found |= 1 << i;
             }
         }
