@@ -20,7 +20,6 @@
 //! | `pgw_telemetry_degraded` (gauge: 1 degraded) | — |
 //! | `pgw_otel_exported_spans_total`, `pgw_otel_export_failures_total`, `pgw_otel_dropped_spans_total` (docs/tracing.md#export) | — |
 
-use std::collections::HashMap;
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -35,6 +34,7 @@ use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
 use super::row::{CallRow, RowKind};
+use crate::config::ConfigKeyed;
 
 /// The `Content-Type` of [`Metrics::encode`]'s output.
 pub const CONTENT_TYPE: &str = prometheus_client::encoding::prometheus_text::CONTENT_TYPE;
@@ -104,15 +104,8 @@ struct SourceSeries {
     request_success_duration: OnceLock<Histogram>,
 }
 
-/// Scope → source → series, looked up for every row: keys from the configuration, never from a
-/// client, so a fast hash with a per-process seed (foldhash) in place of SipHash (SipHash
-/// took ~1.4k instructions per call over these maps and the breaker's, the limiter's and
-/// the connection pool's).
-type SeriesMap = HashMap<
-    String,
-    HashMap<String, Arc<SourceSeries>, foldhash::fast::RandomState>,
-    foldhash::fast::RandomState,
->;
+/// Scope → source → series, looked up for every row.
+type SeriesMap = ConfigKeyed<String, ConfigKeyed<String, Arc<SourceSeries>>>;
 
 type FloatCounter = Counter<f64, AtomicU64>;
 

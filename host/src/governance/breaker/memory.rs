@@ -1,7 +1,6 @@
 //! The in-process breaker backend: one small mutex per source (no lock shared across
 //! sources), time from the injected clock.
 
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use futures_util::future::BoxFuture;
@@ -10,6 +9,7 @@ use super::{
     BreakerBackend, BreakerConfig, BreakerError, BreakerSnapshot, BreakerState, Entry, Outcome,
     ProbeLease, open_duration_ms,
 };
+use crate::config::ConfigKeyed;
 use crate::governance::SharedClock;
 
 #[derive(Debug, Clone, Copy, Default)]
@@ -88,9 +88,8 @@ impl SourceState {
 pub struct MemoryBreaker {
     cfg: BreakerConfig,
     clock: SharedClock,
-    /// Source name → index, looked up on every call: keys from the configuration, never from a
-    /// client, so a fast hash with a per-process seed (foldhash) in place of SipHash.
-    index: HashMap<Arc<str>, usize, foldhash::fast::RandomState>,
+    /// Source name → index, looked up on every call.
+    index: ConfigKeyed<Arc<str>, usize>,
     sources: Vec<Mutex<SourceState>>,
 }
 
@@ -98,7 +97,7 @@ impl MemoryBreaker {
     /// A breaker for `sources` (name, the source's `MAX_CONCURRENCY`).
     pub fn new(cfg: BreakerConfig, clock: SharedClock, sources: &[(Arc<str>, u32)]) -> Self {
         let now = clock.now_ms();
-        let mut index = HashMap::default();
+        let mut index = ConfigKeyed::default();
         let mut states = Vec::new();
         for (i, (name, concurrency)) in sources.iter().enumerate() {
             index.insert(name.clone(), i);

@@ -10,7 +10,7 @@
 //! Permits carry a TTL lease: an unsettled permit is released when its lease has expired and
 //! the state is next touched (its TPM pre-charge stays), and its later settle is ignored.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
@@ -21,6 +21,7 @@ use super::{
     Admission, Gate, GateUsage, LimiterBackend, LimiterConfig, LimiterError, LimiterSnapshot,
     Limits, PermitId,
 };
+use crate::config::ConfigKeyed;
 use crate::governance::SharedClock;
 
 /// The admissions of one millisecond in a window log. Every one of them entered at `at_ms`
@@ -263,9 +264,8 @@ pub struct MemoryLimiter {
     global_limits: Limits,
     source_names: Vec<Arc<str>>,
     source_limits: Vec<Limits>,
-    /// Source name → index, looked up on every call: keys from the configuration, never from a
-    /// client, so a fast hash with a per-process seed (foldhash) in place of SipHash.
-    source_index: HashMap<Arc<str>, usize, foldhash::fast::RandomState>,
+    /// Source name → index, looked up on every call.
+    source_index: ConfigKeyed<Arc<str>, usize>,
     clock: SharedClock,
     state: Mutex<State>,
     released: Arc<Notify>,
@@ -279,7 +279,7 @@ impl MemoryLimiter {
         let mut source_names = Vec::with_capacity(config.sources.len());
         let mut source_limits = Vec::with_capacity(config.sources.len());
         let mut source_index =
-            HashMap::with_capacity_and_hasher(config.sources.len(), Default::default());
+            ConfigKeyed::with_capacity_and_hasher(config.sources.len(), Default::default());
         for (name, limits) in config.sources {
             if source_index.contains_key(&name) {
                 continue;

@@ -13,6 +13,7 @@ use crossbeam_queue::ArrayQueue;
 use tokio::time::Instant;
 
 use super::conn::Conn;
+use crate::config::ConfigKeyed;
 
 /// One origin's idle connections, oldest first.
 pub(crate) struct Queue {
@@ -25,11 +26,10 @@ struct Idle {
     since: Instant,
 }
 
-type Origins = std::collections::HashMap<String, Arc<Queue>, foldhash::fast::RandomState>;
+type Origins = ConfigKeyed<String, Arc<Queue>>;
 
 pub(super) struct Pool {
-    /// Origin → its idle connections, looked up on every request: keys from the configuration,
-    /// never from a client, so a fast hash with a per-process seed (foldhash) in place of SipHash.
+    /// Origin → its idle connections, looked up on every request.
     origins: ArcSwap<Origins>,
     max_idle: usize,
     idle_timeout: Duration,
