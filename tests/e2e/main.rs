@@ -32,6 +32,7 @@ mod plugin_cache;
 mod plugin_compile;
 mod plugin_fixtures;
 mod plugin_load;
+mod plugin_profiler;
 mod plugin_serve;
 mod proxy_basics;
 mod rate_limits;

@@ -2,7 +2,7 @@
 //! a source's `PLUGIN` field) and which selector a scope uses (`FirstPartySelector`,
 //! `SelectorRef`, read from `{SCOPE}__SELECTOR`), and the process-wide plugin keys (`PGW_PLUGIN_CACHE_DIR`,
 //! `PGW_PLUGIN_TIMEOUT_MS`, `PGW_PLUGIN_MEMORY_MB`, `PGW_PLUGIN_MAX_BYTES`,
-//! `PGW_PLUGIN_STREAMS_PER_INSTANCE`) with their defaults and parser.
+//! `PGW_PLUGIN_STREAMS_PER_INSTANCE`, `PGW_PLUGIN_PROFILER`) with their defaults and parser.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -24,6 +24,7 @@ pub(super) const KEYS: &[&str] = &[
     "PGW_PLUGIN_MEMORY_MB",
     "PGW_PLUGIN_MAX_BYTES",
     "PGW_PLUGIN_STREAMS_PER_INSTANCE",
+    "PGW_PLUGIN_PROFILER",
 ];
 
 /// Most `PGW_PLUGIN_STREAMS_PER_INSTANCE`: the parsers of one instance take turns, so more
@@ -181,6 +182,8 @@ pub(super) struct PluginSettings {
     pub(super) max_bytes: u64,
     /// `PGW_PLUGIN_STREAMS_PER_INSTANCE`.
     pub(super) streams_per_instance: usize,
+    /// `PGW_PLUGIN_PROFILER`.
+    pub(super) profiler: crate::plugin::Profiler,
 }
 
 /// The `PGW_PLUGIN_*` keys; a bad value is a problem naming its key (0 where the rule of
@@ -192,6 +195,22 @@ pub(super) fn parse(vars: &Vars, problems: &mut Problems) -> PluginSettings {
         memory_bytes: parse_memory(vars, problems),
         max_bytes: parse_max_bytes(vars, problems),
         streams_per_instance: parse_streams_per_instance(vars, problems),
+        profiler: parse_profiler(vars, problems),
+    }
+}
+
+fn parse_profiler(vars: &Vars, problems: &mut Problems) -> crate::plugin::Profiler {
+    use crate::plugin::Profiler;
+    match vars.get("PGW_PLUGIN_PROFILER") {
+        None | Some("none") => Profiler::None,
+        Some("perfmap") => Profiler::PerfMap,
+        Some(v) => {
+            problems.add(
+                "PGW_PLUGIN_PROFILER",
+                format!("expected `none` or `perfmap`, got `{v}`"),
+            );
+            Profiler::None
+        }
     }
 }
 
@@ -269,6 +288,32 @@ fn parse_max_bytes(vars: &Vars, problems: &mut Problems) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_profiler_is_none_or_perfmap_naming_the_key() {
+        use crate::plugin::Profiler;
+        let parse_one = |v: Option<&str>| {
+            let pairs: Vec<(&str, &str)> = v
+                .map(|v| vec![("PGW_PLUGIN_PROFILER", v)])
+                .unwrap_or_default();
+            let mut problems = Problems::new();
+            let p = parse(&Vars::from_pairs("", &pairs), &mut problems).profiler;
+            (p, problems.into_list())
+        };
+        assert_eq!(parse_one(None), (Profiler::None, vec![]));
+        assert_eq!(parse_one(Some("none")), (Profiler::None, vec![]));
+        assert_eq!(parse_one(Some("perfmap")), (Profiler::PerfMap, vec![]));
+        for bad in ["jitdump", "PerfMap", "1"] {
+            let (p, problems) = parse_one(Some(bad));
+            assert_eq!(p, Profiler::None, "{bad}");
+            assert_eq!(problems.len(), 1, "{bad}: {problems:?}");
+            assert_eq!(problems[0].key, "PGW_PLUGIN_PROFILER");
+            assert_eq!(
+                problems[0].message,
+                format!("expected `none` or `perfmap`, got `{bad}`")
+            );
+        }
+    }
 
     #[test]
     fn streams_per_instance_is_one_to_1024_naming_the_key() {

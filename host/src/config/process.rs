@@ -92,6 +92,10 @@ pub struct ProcessSettings {
     /// instance, default [`crate::plugin::DEFAULT_STREAMS_PER_INSTANCE`]; 1 = an instance
     /// per stream.
     pub plugin_streams_per_instance: usize,
+    /// `PGW_PLUGIN_PROFILER`: whether guest code is named for a sampling profiler
+    /// (`perfmap`: wasmtime writes `/tmp/perf-<pid>.map`, which `perf report` reads), default
+    /// none.
+    pub plugin_profiler: crate::plugin::Profiler,
     /// `PGW_UPSTREAM_MAX_BODY_BYTES` and `PGW_SSE_MAX_EVENT_BYTES`.
     pub upstream_limits: UpstreamLimits,
     /// `PGW_PLUGIN_MAX_BYTES`: largest component file loaded from disk, default
@@ -129,6 +133,7 @@ impl std::fmt::Debug for ProcessSettings {
                 "plugin_streams_per_instance",
                 &self.plugin_streams_per_instance,
             )
+            .field("plugin_profiler", &self.plugin_profiler)
             .field("upstream_limits", &self.upstream_limits)
             .field("plugin_max_bytes", &self.plugin_max_bytes)
             .field("cache", &self.cache)
@@ -180,6 +185,7 @@ pub(super) fn parse(vars: &Vars, problems: &mut Problems) -> Option<ProcessSetti
         plugin_timeout: plugins.timeout,
         plugin_memory_bytes: plugins.memory_bytes,
         plugin_streams_per_instance: plugins.streams_per_instance,
+        plugin_profiler: plugins.profiler,
         upstream_limits,
         plugin_max_bytes: plugins.max_bytes,
         cache,

@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use wasmtime::component::{Component, HasData, Linker, ResourceTable};
-use wasmtime::{Config, Engine};
+use wasmtime::{Config, Engine, ProfilingStrategy};
 use wasmtime_wasi::WasiView as _;
 use wasmtime_wasi::cli::{WasiCli, WasiCliView as _};
 use wasmtime_wasi::random::WasiRandom;
@@ -69,6 +69,20 @@ impl PluginLimits {
     }
 }
 
+/// Whether compiled guest code is named for a sampling profiler (`PGW_PLUGIN_PROFILER`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Profiler {
+    /// Guest code is anonymous to profilers (the default).
+    #[default]
+    None,
+    /// wasmtime appends each loaded component's functions (start address, size, name) to
+    /// `/tmp/perf-<pid>.map`, the file `perf report` reads to name JIT code, so a profile of
+    /// `polygateway serve` names a plugin's functions (their names come from the component's
+    /// `name` section: keep it with `strip = false` in the plugin's release profile).
+    /// The file grows with every component loaded, including on reload, and is never removed.
+    PerfMap,
+}
+
 /// The process's wasm engine, shared by every plugin component.
 #[derive(Clone)]
 pub struct PluginEngine {
@@ -81,6 +95,7 @@ pub struct PluginEngine {
     compiled_here: Arc<AtomicU64>,
     /// Advances the epoch while guest code may run (see `ticker.rs`).
     pub(crate) ticker: Arc<Ticker>,
+    profiler: Profiler,
 }
 
 impl std::fmt::Debug for PluginEngine {
@@ -95,6 +110,15 @@ impl PluginEngine {
     /// Create the engine (component model, epoch interruption) and start its epoch ticker.
     /// `cache_dir`: where compiled components are cached, keyed by content and engine hash.
     pub fn new(limits: PluginLimits, cache_dir: Option<PathBuf>) -> Result<Self, PluginError> {
+        Self::with_profiler(limits, cache_dir, Profiler::None)
+    }
+
+    /// [`PluginEngine::new`], with guest code named for `profiler`.
+    pub fn with_profiler(
+        limits: PluginLimits,
+        cache_dir: Option<PathBuf>,
+        profiler: Profiler,
+    ) -> Result<Self, PluginError> {
         let load_err = |message: String| PluginError::Load {
             origin: "engine".into(),
             message,
@@ -102,6 +126,10 @@ impl PluginEngine {
         let mut config = Config::new();
         config.wasm_component_model(true);
         config.epoch_interruption(true);
+        config.profiler(match profiler {
+            Profiler::None => ProfilingStrategy::None,
+            Profiler::PerfMap => ProfilingStrategy::PerfMap,
+        });
         if let Some(dir) = &cache_dir {
             let mut cache_config = wasmtime::CacheConfig::new();
             cache_config.with_directory(dir);
@@ -121,7 +149,13 @@ impl PluginEngine {
             compiler: Compiler::InProcess,
             compiled_here: Arc::new(AtomicU64::new(0)),
             ticker: Arc::new(ticker),
+            profiler,
         })
+    }
+
+    /// Whom compiled guest code is named for.
+    pub fn profiler(&self) -> Profiler {
+        self.profiler
     }
 
     /// The sandbox limits of every call.

@@ -33,7 +33,7 @@ pub use builtin::{BUILTIN_SELECTORS, builtin_selector_bytes};
 pub use builtin::{BUILTIN_STRATEGIES, builtin_strategy_bytes};
 pub use compile::Compiler;
 pub use engine::{
-    DEFAULT_PLUGIN_MAX_BYTES, DEFAULT_STREAMS_PER_INSTANCE, PluginEngine, PluginLimits,
+    DEFAULT_PLUGIN_MAX_BYTES, DEFAULT_STREAMS_PER_INSTANCE, PluginEngine, PluginLimits, Profiler,
 };
 pub use error::PluginError;
 pub use file::ComponentFileError;

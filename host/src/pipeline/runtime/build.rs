@@ -226,11 +226,16 @@ fn engine_for(settings: &Settings, previous: Option<&Inner>) -> Result<PluginEng
         Some(p)
             if p.engine.limits() == limits
                 && p.engine.cache_dir() == settings.process.plugin_cache_dir.as_deref()
-                && p.engine.compiler() == &settings.process.plugin_compiler =>
+                && p.engine.compiler() == &settings.process.plugin_compiler
+                && p.engine.profiler() == settings.process.plugin_profiler =>
         {
             p.engine.clone()
         }
-        _ => PluginEngine::new(limits, settings.process.plugin_cache_dir.clone())?
-            .with_compiler(settings.process.plugin_compiler.clone()),
+        _ => PluginEngine::with_profiler(
+            limits,
+            settings.process.plugin_cache_dir.clone(),
+            settings.process.plugin_profiler,
+        )?
+        .with_compiler(settings.process.plugin_compiler.clone()),
     })
 }
