@@ -136,14 +136,37 @@ impl<N: Layer> Layer for Deadline<N> {
         st: &'a mut CallState,
         sink: &'a mut Sink,
     ) -> impl Future<Output = Result<ChatResponse, GatewayError>> + Send + 'a {
-        let deadline = req.call_deadline.or(scope.settings.call_deadline);
-        with_deadline(deadline, self.0.serve(inner, scope, req, st, sink))
+        deadline(self.0, inner, scope, req, st, sink)
+    }
+}
+
+/// Serve the call through `next` under its deadline. An `async fn`, not combinators over
+/// `next`'s future: that future (~8 KiB) is built in this one's own state when it is first
+/// polled and awaited through a pin, so it is never moved. Built first and handed to
+/// `Timeout` and `Either` by value, it was copied into each (`memcpy`), and the future the
+/// telemetry layer boxes could not be built in its allocation.
+async fn deadline<N: Layer>(
+    next: N,
+    inner: &Arc<Inner>,
+    scope: &ScopeRuntime,
+    req: &ChatRequest,
+    st: &mut CallState,
+    sink: &mut Sink,
+) -> Result<ChatResponse, GatewayError> {
+    let deadline = req.call_deadline.or(scope.settings.call_deadline);
+    let call = std::pin::pin!(next.serve(inner, scope, req, st, sink));
+    match deadline {
+        Some(d) => tokio::time::timeout(d, call)
+            .await
+            .unwrap_or_else(|_elapsed| Err(deadline_exceeded(d))),
+        None => call.await,
     }
 }
 
 /// Run `fut` under the call's deadline (the request's, else the scope's): expiry is 504
-/// `deadline_exceeded`, and dropping `fut` cancels whatever it was doing. Chat calls (the
-/// [`Deadline`] layer) and the lean calls (embeddings, OCR) all go through it.
+/// `deadline_exceeded`, and dropping `fut` cancels whatever it was doing. The lean calls
+/// (embeddings, OCR) go through it; the chat stack's [`Deadline`] layer applies the same rule
+/// to a future it builds in place.
 ///
 /// Combinators, not an `async fn`: one that takes `fut` and awaits it (or a `Timeout` around
 /// it) keeps two slots of its size, the argument and the awaited value — 11.4 KiB of the chat
@@ -155,10 +178,15 @@ pub(crate) fn with_deadline<T>(
     match deadline {
         Some(d) => Either::Left(tokio::time::timeout(d, fut).map(move |r| match r {
             Ok(answer) => answer,
-            Err(_elapsed) => Err(GatewayError::DeadlineExceeded {
-                deadline_s: d.as_secs_f64(),
-            }),
+            Err(_elapsed) => Err(deadline_exceeded(d)),
         })),
         None => Either::Right(fut),
+    }
+}
+
+/// The error of a call whose deadline `d` expired.
+fn deadline_exceeded(d: Duration) -> GatewayError {
+    GatewayError::DeadlineExceeded {
+        deadline_s: d.as_secs_f64(),
     }
 }

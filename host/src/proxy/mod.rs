@@ -38,9 +38,24 @@ pub(crate) use embeddings::input_count as parse_embeddings_body;
 pub use errors::error_response;
 pub use reload::spawn_sighup_reload;
 
-/// Shared state of the handlers.
+/// Shared state of the handlers: one `Arc`, because axum clones the state for every
+/// request (into the handler's `State` extractor) and drops it at the request's end. As a
+/// struct of six `Arc`s that was six reference-count increments and six decrements per
+/// request, on counters every worker thread touches, so their cache line moves between
+/// cores with each one; behind one `Arc` it is one of each.
 #[derive(Clone)]
-pub(crate) struct AppState {
+pub(crate) struct AppState(Arc<AppStateInner>);
+
+impl std::ops::Deref for AppState {
+    type Target = AppStateInner;
+
+    fn deref(&self) -> &AppStateInner {
+        &self.0
+    }
+}
+
+/// What [`AppState`] shares.
+pub(crate) struct AppStateInner {
     pub gateway: Gateway,
     pub api_keys: Arc<Vec<String>>,
     pub max_body_bytes: usize,
@@ -52,7 +67,7 @@ pub(crate) struct AppState {
     pub dashboard: ui::DashboardState,
 }
 
-impl AppState {
+impl AppStateInner {
     /// Who is calling (`proxy/auth.rs`): a virtual key's principal, or `None` for a static
     /// key or an open loopback gateway.
     ///
@@ -90,14 +105,14 @@ pub fn router(gateway: Gateway) -> Router {
 /// cancelled (the server is shutting down).
 fn router_draining(gateway: Gateway, draining: CancellationToken) -> Router {
     let p = &gateway.settings().process;
-    let state = AppState {
+    let state = AppState(Arc::new(AppStateInner {
         api_keys: Arc::new(p.api_keys.clone()),
         max_body_bytes: p.max_body_bytes,
         ocr_health: Arc::new(ocr::HealthCache::default()),
         keys: gateway.key_registry(),
         dashboard: ui::DashboardState::new(&gateway),
         gateway: gateway.clone(),
-    };
+    }));
     let body_read = layers::BodyRead {
         timeout: p.listener.body_read_timeout,
         draining,
