@@ -143,8 +143,8 @@ impl<N: Layer> Layer for Deadline<N> {
 /// Serve the call through `next` under its deadline. An `async fn`, not combinators over
 /// `next`'s future: that future (~8 KiB) is built in this one's own state when it is first
 /// polled and awaited through a pin, so it is never moved. Built first and handed to
-/// `Timeout` and `Either` by value, it was copied into each (`memcpy`), and the future the
-/// telemetry layer boxes could not be built in its allocation.
+/// `Timeout` and `Either` by value, it was moved into each, and a move of a value this
+/// large is a `memcpy` unless the optimiser elides it.
 async fn deadline<N: Layer>(
     next: N,
     inner: &Arc<Inner>,
