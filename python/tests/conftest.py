@@ -70,6 +70,7 @@ class Mock:
             assert resp.status in (200, 204)
 
     def hits(self, scenario: str) -> list[dict[str, Any]]:
+        """The requests the scenario received since it was last scripted (the latest 10,000)."""
         with urllib.request.urlopen(f"http://{self.addr}/_mock/scenarios/{scenario}/hits", timeout=5) as resp:
             return json.loads(resp.read())["hits"]
 

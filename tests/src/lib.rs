@@ -51,7 +51,8 @@ pub async fn script(mock: &MockUpstream, scenario: &str, script: Value) {
     );
 }
 
-/// The requests a scenario received: `[{"at_ms", "body", "authorization", "completed"}]`.
+/// The requests a scenario received since it was last scripted (the latest 10,000):
+/// `[{"at_ms", "body", "authorization", "completed"}]`.
 pub async fn hits(mock: &MockUpstream, scenario: &str) -> Vec<Value> {
     let v: Value = reqwest::get(format!(
         "http://{}/_mock/scenarios/{scenario}/hits",

@@ -14,8 +14,10 @@
 //! `PUT /_mock/scenarios/<name>` scripts a scenario ([`Script`], [`Step`]; chat, embeddings,
 //! `/ocr/text` and `/parse` requests consume one step each), `PUT /_mock/scenarios/<name>/health`
 //! `{"status": 503}` sets its OCR health status, and `GET /_mock/scenarios/<name>/hits` lists
-//! every request it received (each hit has `path`, `at_ms`, `headers`, `authorization`, `body`
-//! or `multipart`, and `completed`/`cancelled`).
+//! the requests it received (each hit has `path`, `at_ms`, `headers`, `authorization`, `body`
+//! or `multipart`, and `completed`/`cancelled`) since it was last scripted: `count` of them,
+//! the latest 10,000 in `hits` and how many older ones were dropped in `dropped`, so the log
+//! of a mock under a load test stays bounded.
 
 mod anthropic;
 mod chat;

@@ -3,7 +3,7 @@
 //! endpoints, and the hit guard. Chat answers are built in `chat.rs`, embeddings in
 //! `embeddings.rs`, MonkeyOCR in `ocr.rs`.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 
@@ -21,17 +21,46 @@ use super::chat::respond;
 use super::script::{Script, Step};
 use super::{anthropic, embeddings, gemini, ocr};
 
+/// Most hits a scenario keeps: the oldest are dropped past it (and counted), so a mock
+/// under a load test or a long demo holds a bounded log (a hit, with its headers and body
+/// as JSON, is a few KiB) while a test still sees every request it made.
+pub(super) const MAX_HITS_KEPT: usize = 10_000;
+
 #[derive(Default)]
 pub(super) struct Scenario {
     script: Script,
     next: usize,
-    hits: Vec<Value>,
+    /// The latest hits since the scenario was last scripted, at most [`MAX_HITS_KEPT`];
+    /// hit number `n` (counted from the scenario's first request, never reset) is at
+    /// `n - first`.
+    hits: VecDeque<Value>,
+    /// The number of the hit at the front of `hits`: a hit's number stays its own across
+    /// evictions and scripts, so a request still in flight marks its own hit or none.
+    first: usize,
+    /// Hits dropped from the front of `hits` since the scenario was last scripted.
+    dropped: usize,
     /// OCR `/parse` answers so far (numbers the archives).
     pub(super) parses: usize,
     /// OCR archives by file name (`<id>.zip`), served at `static/<file>`.
     pub(super) archives: HashMap<String, Bytes>,
     /// The status of `GET health` (`None`: 200).
     pub(super) health: Option<u16>,
+}
+
+impl Scenario {
+    /// Run `script` from its first step, with an empty hit log.
+    fn restart(&mut self, script: Script) {
+        self.script = script;
+        self.next = 0;
+        self.first += self.hits.len();
+        self.hits.clear();
+        self.dropped = 0;
+    }
+
+    /// Hit number `n`, unless it was dropped or the scenario was scripted since.
+    fn hit_mut(&mut self, n: usize) -> Option<&mut Value> {
+        n.checked_sub(self.first).and_then(|i| self.hits.get_mut(i))
+    }
 }
 
 pub(super) struct MockState {
@@ -54,7 +83,12 @@ impl MockState {
         let (step, idx) = match self.scenarios.lock() {
             Ok(mut map) => {
                 let sc = map.entry(name.to_string()).or_default();
-                sc.hits.push(hit);
+                if sc.hits.len() == MAX_HITS_KEPT {
+                    sc.hits.pop_front();
+                    sc.first += 1;
+                    sc.dropped += 1;
+                }
+                sc.hits.push_back(hit);
                 let step = if consume {
                     let step = sc
                         .script
@@ -68,7 +102,7 @@ impl MockState {
                 } else {
                     Step::default()
                 };
-                (step, sc.hits.len() - 1)
+                (step, sc.first + sc.hits.len() - 1)
             }
             Err(_) => (Step::default(), usize::MAX),
         };
@@ -178,21 +212,25 @@ async fn set_script(
     if let Ok(mut map) = state.scenarios.lock() {
         // A new script restarts the steps and the hits; OCR archives and the health status
         // stay.
-        let sc = map.entry(name).or_default();
-        sc.script = script;
-        sc.next = 0;
-        sc.hits.clear();
+        map.entry(name).or_default().restart(script);
     }
     StatusCode::NO_CONTENT.into_response()
 }
 
 async fn hits(State(state): State<Arc<MockState>>, Path(name): Path<String>) -> Response {
-    let hits = state
+    let (hits, dropped) = state
         .scenarios
         .lock()
-        .map(|m| m.get(&name).map(|s| s.hits.clone()).unwrap_or_default())
+        .map(|m| {
+            m.get(&name)
+                .map(|s| (s.hits.clone(), s.dropped))
+                .unwrap_or_default()
+        })
         .unwrap_or_default();
-    axum::Json(json!({ "count": hits.len(), "hits": hits })).into_response()
+    // `count` is every request since the scenario was last scripted; `hits` the latest
+    // `MAX_HITS_KEPT` of them.
+    axum::Json(json!({ "count": dropped + hits.len(), "dropped": dropped, "hits": hits }))
+        .into_response()
 }
 
 async fn default_chat(
@@ -263,6 +301,7 @@ fn headers_json(headers: &HeaderMap) -> Value {
 pub(super) struct HitGuard {
     state: Arc<MockState>,
     scenario: String,
+    /// The hit's number in its scenario (see [`Scenario::hits`]).
     idx: usize,
     completed: bool,
 }
@@ -272,7 +311,7 @@ impl HitGuard {
         if let Ok(mut map) = self.state.scenarios.lock()
             && let Some(hit) = map
                 .get_mut(&self.scenario)
-                .and_then(|sc| sc.hits.get_mut(self.idx))
+                .and_then(|sc| sc.hit_mut(self.idx))
         {
             hit[key] = Value::Bool(true);
         }
@@ -285,7 +324,7 @@ impl HitGuard {
         if let Ok(mut map) = self.state.scenarios.lock()
             && let Some(hit) = map
                 .get_mut(&self.scenario)
-                .and_then(|sc| sc.hits.get_mut(self.idx))
+                .and_then(|sc| sc.hit_mut(self.idx))
         {
             hit["done_ms"] = json!(done_ms);
         }
@@ -297,5 +336,75 @@ impl Drop for HitGuard {
         if !self.completed {
             self.mark("cancelled");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_scenario_keeps_its_latest_hits_and_counts_the_dropped_ones() {
+        let state = Arc::new(MockState {
+            started: Instant::now(),
+            addr: SocketAddr::from(([127, 0, 0, 1], 9)),
+            scenarios: Mutex::default(),
+        });
+        let total = MAX_HITS_KEPT + 3;
+        let mut guards: Vec<Option<HitGuard>> = (0..total)
+            .map(|n| Some(state.record("s", json!({ "n": n }), true).1))
+            .collect();
+        // The guard of a dropped hit marks nothing; those of kept hits mark their own.
+        if let Some(g) = guards[0].take() {
+            g.complete();
+        }
+        if let Some(g) = guards[total - 1].take() {
+            g.complete();
+        }
+        drop(guards[5].take());
+
+        let resp = hits(State(state.clone()), Path("s".into())).await;
+        let body = axum::body::to_bytes(resp.into_body(), usize::MAX)
+            .await
+            .expect("hits body");
+        let v: Value = serde_json::from_slice(&body).expect("hits JSON");
+        assert_eq!(v["count"], json!(total));
+        assert_eq!(v["dropped"], json!(3));
+        let kept = v["hits"].as_array().expect("hits array");
+        assert_eq!(kept.len(), MAX_HITS_KEPT);
+        assert_eq!(kept[0]["n"], json!(3), "the oldest kept hit");
+        assert_eq!(kept[MAX_HITS_KEPT - 1]["n"], json!(total - 1));
+        assert_eq!(kept[0].get("completed"), None);
+        assert_eq!(kept[2]["n"], json!(5));
+        assert_eq!(kept[2]["cancelled"], json!(true));
+        assert_eq!(kept[MAX_HITS_KEPT - 1]["completed"], json!(true));
+        let marked = kept
+            .iter()
+            .filter(|h| h.get("completed").is_some() || h.get("cancelled").is_some())
+            .count();
+        assert_eq!(marked, 2);
+
+        // A new script starts the log again; a request from before it marks nothing new.
+        if let Some(sc) = state.scenarios.lock().expect("lock").get_mut("s") {
+            sc.restart(Script::default());
+        }
+        let (_, fresh) = state.record("s", json!({ "n": "fresh" }), true);
+        if let Some(g) = guards[total - 2].take() {
+            g.complete();
+        }
+        drop(guards);
+        let map = state.scenarios.lock().expect("lock");
+        let sc = map.get("s").expect("scenario");
+        assert_eq!(sc.hits.len(), 1);
+        assert_eq!(
+            sc.hits[0].get("completed"),
+            None,
+            "an old request marked a new hit"
+        );
+        assert_eq!(sc.hits[0].get("cancelled"), None);
+        drop(map);
+        fresh.complete();
+        let map = state.scenarios.lock().expect("lock");
+        assert_eq!(map["s"].hits[0]["completed"], json!(true));
     }
 }

@@ -142,8 +142,8 @@ impl<N: Layer> Layer for Deadline<N> {
 
 /// Serve the call through `next` under its deadline. An `async fn`, not combinators over
 /// `next`'s future: that future (~8 KiB) is built in this one's own state when it is first
-/// polled and awaited through a pin, so it is never moved. Built first and handed to
-/// `Timeout` and `Either` by value, it was moved into each, and a move of a value this
+/// polled and awaited through a pin, so nothing moves it once pinned. Built first and handed
+/// to `Timeout` and `Either` by value, it was moved into each, and a move of a value this
 /// large is a `memcpy` unless the optimiser elides it.
 async fn deadline<N: Layer>(
     next: N,
@@ -169,8 +169,9 @@ async fn deadline<N: Layer>(
 /// to a future it builds in place.
 ///
 /// Combinators, not an `async fn`: one that takes `fut` and awaits it (or a `Timeout` around
-/// it) keeps two slots of its size, the argument and the awaited value — 11.4 KiB of the chat
-/// call's 23.9 KiB future (`-Zprint-type-sizes`). `Either` holds it once.
+/// it) keeps two slots of its size, the argument and the awaited value (when the chat stack
+/// still used this, 11.4 KiB of the chat call's 23.9 KiB future, `-Zprint-type-sizes`).
+/// `Either` holds it once.
 pub(crate) fn with_deadline<T>(
     deadline: Option<Duration>,
     fut: impl Future<Output = Result<T, GatewayError>>,

@@ -1,7 +1,8 @@
 //! The one `wasmtime::Engine` of the process, its epoch ticker, the sandbox's WASI linker
 //! (only the interfaces a Rust guest imports without doing I/O), component compilation (with
-//! wasmtime's on-disk compilation cache when `PGW_PLUGIN_CACHE_DIR` is set), and the
-//! contract-version check.
+//! wasmtime's on-disk compilation cache when `PGW_PLUGIN_CACHE_DIR` is set), the
+//! contract-version check, and whether guest code is named for a profiler
+//! (`PGW_PLUGIN_PROFILER`).
 //!
 //! **Architecture invariant:** the linker provides `wasi:io`, `wasi:cli` (backed by an empty
 //! context: no environment, no arguments, stdin closed, stdout and stderr discarded) and
@@ -110,11 +111,11 @@ impl PluginEngine {
     /// Create the engine (component model, epoch interruption) and start its epoch ticker.
     /// `cache_dir`: where compiled components are cached, keyed by content and engine hash.
     pub fn new(limits: PluginLimits, cache_dir: Option<PathBuf>) -> Result<Self, PluginError> {
-        Self::with_profiler(limits, cache_dir, Profiler::None)
+        Self::new_with_profiler(limits, cache_dir, Profiler::None)
     }
 
     /// [`PluginEngine::new`], with guest code named for `profiler`.
-    pub fn with_profiler(
+    pub fn new_with_profiler(
         limits: PluginLimits,
         cache_dir: Option<PathBuf>,
         profiler: Profiler,
@@ -136,7 +137,14 @@ impl PluginEngine {
             let cache = wasmtime::Cache::new(cache_config).map_err(|e| load_err(e.to_string()))?;
             config.cache(Some(cache));
         }
-        let engine = Engine::new(&config).map_err(|e| load_err(e.to_string()))?;
+        let engine = Engine::new(&config).map_err(|e| match profiler {
+            // wasmtime opens `/tmp/perf-<pid>.map` here: say which key asked for it.
+            Profiler::PerfMap => load_err(format!(
+                "PGW_PLUGIN_PROFILER=perfmap: cannot open /tmp/perf-{}.map: {e}",
+                std::process::id()
+            )),
+            Profiler::None => load_err(e.to_string()),
+        })?;
         let mut linker: Linker<HostState> = Linker::new(&engine);
         link_sandbox_wasi(&mut linker).map_err(|e| load_err(e.to_string()))?;
         let ticker = Ticker::start(engine.weak())
@@ -153,7 +161,7 @@ impl PluginEngine {
         })
     }
 
-    /// Whom compiled guest code is named for.
+    /// Which profiler compiled guest code is named for.
     pub fn profiler(&self) -> Profiler {
         self.profiler
     }

@@ -40,7 +40,7 @@ pub use reload::spawn_sighup_reload;
 
 /// Shared state of the handlers: one `Arc`, because axum clones the state for every
 /// request (into the handler's `State` extractor) and drops it at the request's end. As a
-/// struct of six `Arc`s that was six reference-count increments and six decrements per
+/// struct of up to six `Arc`s that was as many reference-count increments and decrements per
 /// request, on counters every worker thread touches, so their cache line moves between
 /// cores with each one; behind one `Arc` it is one of each.
 #[derive(Clone)]

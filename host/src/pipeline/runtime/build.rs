@@ -213,8 +213,8 @@ fn start_otel(
         .map_err(|e| StartError::Telemetry(e.to_string()))
 }
 
-/// The plugin engine: the previous configuration's while its limits, cache directory and
-/// compiler are unchanged (its compiled components stay warm), else a new one.
+/// The plugin engine: the previous configuration's while its limits, cache directory,
+/// compiler and profiler are unchanged (its compiled components stay warm), else a new one.
 fn engine_for(settings: &Settings, previous: Option<&Inner>) -> Result<PluginEngine, StartError> {
     let limits = PluginLimits {
         call_timeout: settings.process.plugin_timeout,
@@ -231,7 +231,7 @@ fn engine_for(settings: &Settings, previous: Option<&Inner>) -> Result<PluginEng
         {
             p.engine.clone()
         }
-        _ => PluginEngine::with_profiler(
+        _ => PluginEngine::new_with_profiler(
             limits,
             settings.process.plugin_cache_dir.clone(),
             settings.process.plugin_profiler,
