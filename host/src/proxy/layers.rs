@@ -127,17 +127,7 @@ pub(crate) async fn read_body(
     }
     let cut = Arc::new(AtomicU8::new(NOT_CUT));
     let BodyRead { timeout, draining } = limits;
-    let deadline = Box::pin(async move {
-        tokio::select! {
-            () = tokio::time::sleep(timeout) => CUT_TIMEOUT,
-            () = draining.cancelled_owned() => CUT_DRAINING,
-        }
-    });
-    let body = Body::new(DeadlineBody {
-        inner: body,
-        deadline,
-        cut: cut.clone(),
-    });
+    let body = Body::new(DeadlineBody::new(body, timeout, draining, cut.clone()));
     let resp = next.run(Request::from_parts(parts, body)).await;
     match cut.load(Ordering::Acquire) {
         CUT_TIMEOUT => closing(plain_error(
@@ -157,13 +147,44 @@ pub(crate) async fn read_body(
     }
 }
 
+/// What wakes a read waiting for more of the body: the deadline or the start of shutdown.
+type Wake = Pin<Box<dyn Future<Output = u8> + Send>>;
+
 pin_project_lite::pin_project! {
-    /// A request body whose reads fail once its deadline resolves (with why, in `cut`).
+    /// A request body whose reads fail once its deadline `until` passes or `draining` is
+    /// cancelled (with why, in `cut`).
+    ///
+    /// Both are checked at every read without waiting on them (a clock read and an atomic
+    /// load); the timer and the shutdown waiter that wake a read are armed only when the
+    /// body has nothing ready. Most bodies arrive with their head and never wait, and arming
+    /// both for every request registered a timer in the runtime's wheel and a waiter in the
+    /// shutdown token's list (under its lock, shared by every worker) and removed them
+    /// again: ~1.7k instructions a request (`host/src/bench/instructions.py`).
     struct DeadlineBody {
         #[pin]
         inner: Body,
-        deadline: Pin<Box<dyn Future<Output = u8> + Send>>,
+        until: tokio::time::Instant,
+        draining: CancellationToken,
+        wake: Option<Wake>,
         cut: Arc<AtomicU8>,
+    }
+}
+
+impl DeadlineBody {
+    /// `inner`, to be read within `timeout` from now and before `draining` is cancelled.
+    fn new(
+        inner: Body,
+        timeout: Duration,
+        draining: CancellationToken,
+        cut: Arc<AtomicU8>,
+    ) -> Self {
+        Self {
+            inner,
+            until: tokio::time::Instant::now() + timeout,
+            draining,
+            wake: None,
+            cut,
+        }
     }
 }
 
@@ -177,16 +198,38 @@ impl HttpBody for DeadlineBody {
     ) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
         let this = self.project();
         // The deadline first: a client that always has a byte ready is cut all the same.
-        if this.cut.load(Ordering::Acquire) != NOT_CUT {
-            return Poll::Ready(Some(Err(axum::Error::new("the request body was cut"))));
-        }
-        if let Poll::Ready(why) = this.deadline.as_mut().poll(cx) {
+        let why = match this.cut.load(Ordering::Acquire) {
+            NOT_CUT if this.draining.is_cancelled() => CUT_DRAINING,
+            NOT_CUT if tokio::time::Instant::now() >= *this.until => CUT_TIMEOUT,
+            why => why,
+        };
+        if why != NOT_CUT {
             this.cut.store(why, Ordering::Release);
             return Poll::Ready(Some(Err(axum::Error::new(
                 "the request body did not arrive in time",
             ))));
         }
-        this.inner.poll_frame(cx)
+        let frame = this.inner.poll_frame(cx);
+        if frame.is_ready() {
+            return frame;
+        }
+        // Nothing ready: be woken by the next bytes, the deadline or the start of shutdown.
+        let wake = this.wake.get_or_insert_with(|| {
+            let (until, draining) = (*this.until, this.draining.clone());
+            Box::pin(async move {
+                tokio::select! {
+                    () = tokio::time::sleep_until(until) => CUT_TIMEOUT,
+                    () = draining.cancelled_owned() => CUT_DRAINING,
+                }
+            })
+        });
+        if let Poll::Ready(why) = wake.as_mut().poll(cx) {
+            this.cut.store(why, Ordering::Release);
+            return Poll::Ready(Some(Err(axum::Error::new(
+                "the request body did not arrive in time",
+            ))));
+        }
+        Poll::Pending
     }
 
     fn is_end_stream(&self) -> bool {
@@ -265,23 +308,77 @@ mod tests {
         let (tx, rx) = tokio::sync::mpsc::channel::<Result<Bytes, std::io::Error>>(4);
         tx.send(Ok(Bytes::from_static(b"{\"mo"))).await.unwrap();
         let cut = Arc::new(AtomicU8::new(NOT_CUT));
-        let mut body = DeadlineBody {
-            inner: Body::from_stream(tokio_stream_of(rx)),
-            deadline: Box::pin(async {
-                tokio::time::sleep(Duration::from_secs(60)).await;
-                CUT_TIMEOUT
-            }),
-            cut: cut.clone(),
-        };
+        let mut body = DeadlineBody::new(
+            Body::from_stream(tokio_stream_of(rx)),
+            Duration::from_secs(60),
+            CancellationToken::new(),
+            cut.clone(),
+        );
         let start = tokio::time::Instant::now();
         let first = body.frame().await.unwrap().unwrap();
         assert_eq!(first.into_data().unwrap(), Bytes::from_static(b"{\"mo"));
+        assert!(body.wake.is_none(), "armed before the body had to wait");
         assert!(body.frame().await.unwrap().is_err());
-        assert!(start.elapsed() >= Duration::from_secs(60));
+        assert_eq!(start.elapsed(), Duration::from_secs(60));
         assert_eq!(cut.load(Ordering::Acquire), CUT_TIMEOUT);
         // Later reads keep failing; the sender is still open.
         assert!(body.frame().await.unwrap().is_err());
         drop(tx);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_body_that_is_always_ready_is_cut_at_its_deadline_too() {
+        use http_body_util::BodyExt;
+        let endless =
+            futures_util::stream::repeat_with(|| Ok::<_, std::io::Error>(Bytes::from_static(b" ")));
+        let cut = Arc::new(AtomicU8::new(NOT_CUT));
+        let mut body = DeadlineBody::new(
+            Body::from_stream(endless),
+            Duration::from_secs(60),
+            CancellationToken::new(),
+            cut.clone(),
+        );
+        for _ in 0..3 {
+            assert!(body.frame().await.unwrap().is_ok());
+        }
+        tokio::time::advance(Duration::from_secs(60)).await;
+        assert!(body.frame().await.unwrap().is_err());
+        assert_eq!(cut.load(Ordering::Acquire), CUT_TIMEOUT);
+        assert!(body.wake.is_none(), "an always-ready body never waits");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn shutdown_cuts_a_waiting_body_and_a_ready_one() {
+        use http_body_util::BodyExt;
+        // Waiting for bytes when shutdown starts: woken, cut as draining.
+        let (tx, rx) = tokio::sync::mpsc::channel::<Result<Bytes, std::io::Error>>(4);
+        let draining = CancellationToken::new();
+        let cut = Arc::new(AtomicU8::new(NOT_CUT));
+        let mut body = DeadlineBody::new(
+            Body::from_stream(tokio_stream_of(rx)),
+            Duration::from_secs(60),
+            draining.clone(),
+            cut.clone(),
+        );
+        let read = tokio::spawn(async move { body.frame().await.map(|f| f.is_err()) });
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        draining.cancel();
+        assert_eq!(read.await.unwrap(), Some(true));
+        assert_eq!(cut.load(Ordering::Acquire), CUT_DRAINING);
+        drop(tx);
+
+        // A body with bytes ready is cut at its next read once shutdown has started.
+        let draining = CancellationToken::new();
+        let cut = Arc::new(AtomicU8::new(NOT_CUT));
+        let mut body = DeadlineBody::new(
+            Body::from("{}"),
+            Duration::from_secs(60),
+            draining.clone(),
+            cut.clone(),
+        );
+        draining.cancel();
+        assert!(body.frame().await.unwrap().is_err());
+        assert_eq!(cut.load(Ordering::Acquire), CUT_DRAINING);
     }
 
     fn tokio_stream_of(
