@@ -140,11 +140,11 @@ impl<N: Layer> Layer for Deadline<N> {
     }
 }
 
-/// Serve the call through `next` under its deadline. An `async fn`, not combinators over
-/// `next`'s future: that future (~8 KiB) is built in this one's own state when it is first
-/// polled and awaited through a pin, so nothing moves it once pinned. Built first and handed
-/// to `Timeout` and `Either` by value, it was moved into each, and a move of a value this
-/// large is a `memcpy` unless the optimiser elides it.
+/// Serve the call through `next` under its deadline ([`with_deadline`]). An `async fn`:
+/// `next`'s future (~8 KiB) is built in this one's own state when it is first polled and
+/// handed to [`with_deadline`] as a pin, so nothing moves it once pinned. Built first and
+/// handed to `Timeout` and `Either` by value, it was moved into each, and a move of a value
+/// this large is a `memcpy` unless the optimiser elides it.
 async fn deadline<N: Layer>(
     next: N,
     inner: &Arc<Inner>,
@@ -155,23 +155,18 @@ async fn deadline<N: Layer>(
 ) -> Result<ChatResponse, GatewayError> {
     let deadline = req.call_deadline.or(scope.settings.call_deadline);
     let call = std::pin::pin!(next.serve(inner, scope, req, st, sink));
-    match deadline {
-        Some(d) => tokio::time::timeout(d, call)
-            .await
-            .unwrap_or_else(|_elapsed| Err(deadline_exceeded(d))),
-        None => call.await,
-    }
+    with_deadline(deadline, call).await
 }
 
 /// Run `fut` under the call's deadline (the request's, else the scope's): expiry is 504
-/// `deadline_exceeded`, and dropping `fut` cancels whatever it was doing. The lean calls
-/// (embeddings, OCR) go through it; the chat stack's [`Deadline`] layer applies the same rule
-/// to a future it builds in place.
+/// `deadline_exceeded`, and dropping `fut` cancels whatever it was doing. Chat calls (the
+/// [`Deadline`] layer, with a pinned future) and the lean calls (embeddings, OCR) all go
+/// through it.
 ///
 /// Combinators, not an `async fn`: one that takes `fut` and awaits it (or a `Timeout` around
 /// it) keeps two slots of its size, the argument and the awaited value (when the chat stack
-/// still used this, 11.4 KiB of the chat call's 23.9 KiB future, `-Zprint-type-sizes`).
-/// `Either` holds it once.
+/// passed its future by value, 11.4 KiB of the chat call's 23.9 KiB future,
+/// `-Zprint-type-sizes`). `Either` holds it once.
 pub(crate) fn with_deadline<T>(
     deadline: Option<Duration>,
     fut: impl Future<Output = Result<T, GatewayError>>,
@@ -179,15 +174,10 @@ pub(crate) fn with_deadline<T>(
     match deadline {
         Some(d) => Either::Left(tokio::time::timeout(d, fut).map(move |r| match r {
             Ok(answer) => answer,
-            Err(_elapsed) => Err(deadline_exceeded(d)),
+            Err(_elapsed) => Err(GatewayError::DeadlineExceeded {
+                deadline_s: d.as_secs_f64(),
+            }),
         })),
         None => Either::Right(fut),
-    }
-}
-
-/// The error of a call whose deadline `d` expired.
-fn deadline_exceeded(d: Duration) -> GatewayError {
-    GatewayError::DeadlineExceeded {
-        deadline_s: d.as_secs_f64(),
     }
 }

@@ -204,10 +204,7 @@ impl HttpBody for DeadlineBody {
             why => why,
         };
         if why != NOT_CUT {
-            this.cut.store(why, Ordering::Release);
-            return Poll::Ready(Some(Err(axum::Error::new(
-                "the request body did not arrive in time",
-            ))));
+            return cut_read(this.cut, why);
         }
         let frame = this.inner.poll_frame(cx);
         if frame.is_ready() {
@@ -223,13 +220,10 @@ impl HttpBody for DeadlineBody {
                 }
             })
         });
-        if let Poll::Ready(why) = wake.as_mut().poll(cx) {
-            this.cut.store(why, Ordering::Release);
-            return Poll::Ready(Some(Err(axum::Error::new(
-                "the request body did not arrive in time",
-            ))));
+        match wake.as_mut().poll(cx) {
+            Poll::Ready(why) => cut_read(this.cut, why),
+            Poll::Pending => Poll::Pending,
         }
-        Poll::Pending
     }
 
     fn is_end_stream(&self) -> bool {
@@ -239,6 +233,14 @@ impl HttpBody for DeadlineBody {
     fn size_hint(&self) -> SizeHint {
         self.inner.size_hint()
     }
+}
+
+/// A read of a body cut for `why` (recorded in `cut` for [`read_body`]'s answer): an error.
+fn cut_read(cut: &AtomicU8, why: u8) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
+    cut.store(why, Ordering::Release);
+    Poll::Ready(Some(Err(axum::Error::new(
+        "the request body did not arrive in time",
+    ))))
 }
 
 /// `resp` with `Connection: close`: the rest of the request is not read, so the connection
