@@ -357,7 +357,7 @@ async fn bench(
 }
 
 async fn bench_passthrough(upstream: String, listen: SocketAddr) -> ExitCode {
-    let addr = match crate::bench::passthrough_start(listen, upstream).await {
+    let addr = match crate::proxy::floor::start(listen, upstream).await {
         Ok(a) => a,
         Err(e) => return fail(&format!("cannot bind {listen}: {e}")),
     };

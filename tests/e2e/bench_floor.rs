@@ -29,12 +29,10 @@ async fn post(url: &str, stream: bool) -> (u16, String, Vec<u8>) {
     (status, ctype, resp.bytes().await.expect("body").to_vec())
 }
 
-#[tokio::test]
-async fn the_floor_forwards_answers_byte_for_byte() {
-    let m = mock().await;
-    let upstream = format!("http://{}/sc/floor", m.addr);
+/// Start `polygateway bench-passthrough` in front of `upstream`; the child and its base URL.
+async fn floor(upstream: &str) -> (tokio::process::Child, String) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_polygateway"))
-        .args(["bench-passthrough", "--upstream", &upstream])
+        .args(["bench-passthrough", "--upstream", upstream])
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .kill_on_drop(true)
@@ -49,11 +47,19 @@ async fn the_floor_forwards_answers_byte_for_byte() {
     .expect("the floor starts")
     .expect("stdout readable")
     .expect("a first line");
-    let floor = line
+    let base = line
         .strip_prefix("polygateway listening on ")
         .expect("the listening line")
         .trim()
         .to_string();
+    (child, base)
+}
+
+#[tokio::test]
+async fn the_floor_forwards_answers_byte_for_byte() {
+    let m = mock().await;
+    let upstream = format!("http://{}/sc/floor", m.addr);
+    let (mut child, floor) = floor(&upstream).await;
 
     for stream in [false, true] {
         let direct = post(&format!("{upstream}/v1/chat/completions"), stream).await;
@@ -63,5 +69,29 @@ async fn the_floor_forwards_answers_byte_for_byte() {
     }
     // Two calls each way, one upstream hit per call.
     assert_eq!(hits(&m, "floor").await.len(), 4);
+    let _ = child.kill().await;
+}
+
+#[tokio::test]
+async fn the_floor_answers_502_when_the_upstream_is_down() {
+    // A port that was just free: nothing listens there.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = closed.local_addr().expect("addr").port();
+    drop(closed);
+    let upstream = format!("http://127.0.0.1:{port}");
+    let (mut child, floor) = floor(&upstream).await;
+    let resp = reqwest::Client::new()
+        .post(format!("{floor}/v1/chat/completions"))
+        .json(&json!({"model": "m", "messages": []}))
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(resp.status().as_u16(), 502);
+    let text = resp.text().await.expect("body");
+    let named = format!("connect to http://127.0.0.1:{port}/v1/chat/completions: ");
+    assert!(
+        text.starts_with(&named),
+        "the error names the upstream: {text}"
+    );
     let _ = child.kill().await;
 }

@@ -744,16 +744,6 @@ const EXCEPTIONS: &[Exception] = &[
         why: "the benchmark's load generator is a client of the gateway, not an upstream call",
     },
     Exception {
-        file: "bench/passthrough.rs",
-        api: "http client",
-        why: "the benchmark's bare pass-through proxy, the floor the gateway is measured against",
-    },
-    Exception {
-        file: "bench/passthrough.rs",
-        api: "listener",
-        why: "the benchmark's bare pass-through proxy, the floor the gateway is measured against",
-    },
-    Exception {
         file: "bench/paced.rs",
         api: "http client",
         why: "the benchmark's paced-stream load generator is a client of the gateway and of \

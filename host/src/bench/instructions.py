@@ -5,7 +5,7 @@ or with `--stream` streamed ones (the mock upstream's default answer as SSE chun
 Usage (README, "Benchmark"):
 
     python3 host/src/bench/instructions.py target/release/polygateway [--requests 3000] [--stream]
-        [--chunks 64 [--pace-ms 20]] [--warmup 500] [--clients 4]
+        [--chunks 64 [--pace-ms 20]] [--warmup 500] [--clients 4] [--server passthrough]
 
 Starts the binary's mock upstream and `serve` (the default configuration `polygateway bench`
 measures: SQLite telemetry, the memory limiter with every gate on, the breaker, a static
@@ -21,7 +21,11 @@ byte). Needs valgrind (Debian's package).
 
 Under valgrind the compile child's artifacts do not load (valgrind's emulated CPU lacks some
 of the host's features), so `serve` compiles the components in-process for that CPU: the guest
-code counted is compiled for valgrind's CPU, not the machine's. Symbols of libc need Debian's
+code counted is compiled for valgrind's CPU, not the machine's.
+
+`--server passthrough` counts the benchmark's floor instead (`bench-passthrough`: the
+gateway's HTTP stack forwarding bytes, no governance), so the instructions the stack costs and
+those the gateway's own work costs can be told apart. Symbols of libc need Debian's
 `libc6-dbg` to be named; without it they would be counted as `other`.
 
 A run can die under valgrind. One cause is fixed: a guest call that outlasts its slice moves
@@ -84,7 +88,9 @@ def stop(proc):
         proc.wait()
 
 
-def wait_ready(port, proc, seconds):
+def wait_ready(port, proc, seconds, any_status=False):
+    """Whether `proc` answers `GET /healthz` with 200 (`any_status`: with anything, for the
+    floor, which serves only the chat route) within `seconds`."""
     end = time.time() + seconds
     while time.time() < end:
         if proc.poll() is not None:
@@ -92,7 +98,7 @@ def wait_ready(port, proc, seconds):
         c = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
         try:
             c.request("GET", "/healthz")
-            if c.getresponse().status == 200:
+            if c.getresponse().status == 200 or any_status:
                 return True
         except (OSError, http.client.HTTPException):
             pass
@@ -157,12 +163,14 @@ def by_component(out_file):
     return total, parts
 
 
-def measure(exe, requests, body, chunks=None, pace_ms=0, warmup=500, clients=4):
+def measure(exe, requests, body, chunks=None, pace_ms=0, warmup=500, clients=4,
+            server="gateway"):
     """One run: `(answered, its directory, callgrind output file, serve log, SSE events per
     answer)`. `chunks`: the mock's answer is `chunks` words sent as `chunks` content chunks
     (its script's `then`), instead of its default answer; `pace_ms`: that many milliseconds
     between two chunks (the script's `inter_chunk_delay_ms`), so the gateway reads, parses
-    and forwards each chunk on its own, as under `bench`'s paced load."""
+    and forwards each chunk on its own, as under `bench`'s paced load. `server`: `gateway`
+    (`serve`) or `passthrough` (the benchmark's floor, `bench-passthrough`)."""
     work = tempfile.mkdtemp(prefix="pgw-instructions-")
     up, gw = free_port(), free_port()
     mock = [exe, "mock-upstream", "--listen", f"127.0.0.1:{up}"]
@@ -193,12 +201,16 @@ def measure(exe, requests, body, chunks=None, pace_ms=0, warmup=500, clients=4):
     events = []
     try:
         with open(log_path, "w") as log:
+            command = [exe, "serve"]
+            if server == "passthrough":
+                command = [exe, "bench-passthrough", "--upstream", f"http://127.0.0.1:{up}",
+                           "--listen", f"127.0.0.1:{gw}"]
             gateway = subprocess.Popen(
                 ["valgrind", "--tool=callgrind", "--instr-atstart=no", "--dump-instr=no",
-                 f"--callgrind-out-file={out_file}", exe, "serve"],
+                 f"--callgrind-out-file={out_file}", *command],
                 env=env, cwd=work, stdout=log, stderr=log,
             )
-            if wait_ready(gw, gateway, 300):
+            if wait_ready(gw, gateway, 300, any_status=server == "passthrough"):
                 load(gw, warmup, body, clients=clients, events=events)
                 subprocess.run(["callgrind_control", "-i", "on", str(gateway.pid)],
                                check=True, capture_output=True)
@@ -228,6 +240,8 @@ def main():
                     help="milliseconds between two of the mock's chunks (needs --chunks)")
     ap.add_argument("--warmup", type=int, default=500, help="calls before counting starts")
     ap.add_argument("--clients", type=int, default=4, help="keep-alive clients")
+    ap.add_argument("--server", choices=["gateway", "passthrough"], default="gateway",
+                    help="what is counted: the gateway (`serve`) or the benchmark's floor")
     args = ap.parse_args()
     if args.pace_ms and args.chunks is None:
         sys.exit("--pace-ms needs --chunks")
@@ -236,7 +250,7 @@ def main():
     n = args.requests
     for attempt in range(1, args.attempts + 1):
         answered, work, out_file, log_path, events = measure(
-            exe, n, body, args.chunks, args.pace_ms, args.warmup, args.clients)
+            exe, n, body, args.chunks, args.pace_ms, args.warmup, args.clients, args.server)
         if answered == n:
             break
         with open(log_path, errors="replace") as log:
@@ -248,7 +262,8 @@ def main():
         sys.exit("no run answered every call")
     total, parts = by_component(out_file)
     shape = f"; SSE events per answer: {', '.join(map(str, events))}" if args.stream else ""
-    print(f"{total / n:,.0f} instructions per {kind} call ({n} calls{shape}; {out_file})")
+    what = "" if args.server == "gateway" else f" through the {args.server}"
+    print(f"{total / n:,.0f} instructions per {kind} call{what} ({n} calls{shape}; {out_file})")
     print("| component | instructions per call | share |")
     print("|---|---|---|")
     for c, v in parts.most_common():

@@ -11,7 +11,6 @@ mod load;
 mod micro;
 mod nginx;
 mod paced;
-mod passthrough;
 mod process;
 mod soak;
 mod upstream;
@@ -22,7 +21,6 @@ use std::time::Duration;
 pub use load::Stats;
 pub use micro::Micro;
 pub use paced::PacedStats;
-pub use passthrough::start as passthrough_start;
 pub use soak::{SoakOptions, SoakReport, run as run_soak};
 
 /// Benchmark parameters.

@@ -11,6 +11,7 @@ mod chat;
 mod dialect;
 mod embeddings;
 mod errors;
+pub(crate) mod floor;
 mod health;
 mod layers;
 mod messages;
