@@ -10,7 +10,8 @@ use serde_json::json;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::Command;
 
-async fn post(url: &str, stream: bool) -> (u16, String, Vec<u8>) {
+/// Status, `content-type`, `content-length` (absent on a chunked body) and the body's bytes.
+async fn post(url: &str, stream: bool) -> (u16, String, Option<String>, Vec<u8>) {
     let resp = reqwest::Client::new()
         .post(url)
         .json(&json!({
@@ -22,11 +23,19 @@ async fn post(url: &str, stream: bool) -> (u16, String, Vec<u8>) {
         .await
         .expect("request");
     let status = resp.status().as_u16();
-    let ctype = resp.headers()["content-type"]
-        .to_str()
-        .expect("content-type")
-        .to_string();
-    (status, ctype, resp.bytes().await.expect("body").to_vec())
+    let header = |name: &str| {
+        resp.headers()
+            .get(name)
+            .map(|v| v.to_str().expect("a text header").to_string())
+    };
+    let ctype = header("content-type").expect("content-type");
+    let length = header("content-length");
+    (
+        status,
+        ctype,
+        length,
+        resp.bytes().await.expect("body").to_vec(),
+    )
 }
 
 /// Start `polygateway bench-passthrough` in front of `upstream`; the child and its base URL.
@@ -65,6 +74,8 @@ async fn the_floor_forwards_answers_byte_for_byte() {
         let direct = post(&format!("{upstream}/v1/chat/completions"), stream).await;
         let through = post(&format!("{floor}/v1/chat/completions"), stream).await;
         assert_eq!(direct.0, 200);
+        // The upstream sends its non-streamed answer with a length, its stream chunked.
+        assert_eq!(direct.2.is_some(), !stream, "stream: {stream}");
         assert_eq!(through, direct, "stream: {stream}");
     }
     // Two calls each way, one upstream hit per call.
@@ -87,6 +98,7 @@ async fn the_floor_answers_502_when_the_upstream_is_down() {
         .await
         .expect("request");
     assert_eq!(resp.status().as_u16(), 502);
+    assert_eq!(resp.headers()["content-type"], "text/plain; charset=utf-8");
     let text = resp.text().await.expect("body");
     let named = format!("connect to http://127.0.0.1:{port}/v1/chat/completions: ");
     assert!(

@@ -11,7 +11,8 @@ Usage:
         --events page-faults,context-switches,task-clock
 
 Each mode starts the binary's `mock-upstream` and one server: `passthrough` (the bench's
-`bench-passthrough`: axum + reqwest, forwarding bytes), `off` (`serve` with telemetry off and
+`bench-passthrough`: the gateway's own server and upstream client forwarding bytes, since the
+sixteenth round; axum + reqwest before it), `off` (`serve` with telemetry off and
 no limits: `bench`'s "gateway-off", `gateway_env(.., false)` in `bench/mod.rs`) or `default`
 (`serve` with SQLite telemetry, the memory limiter with every gate on, the breaker and a
 static key: `gateway_env(.., true)`, as `instructions.py` runs it; unlike `bench` it sets no

@@ -11,7 +11,8 @@
 //! proxy).
 //!
 //! Until the sixteenth round (2026-12-07) the floor was axum's `serve` with a reqwest
-//! client, which the gateway had stopped using on 2026-12-05 (`docs/benchmark-history.md`).
+//! client, which the gateway had stopped using for chat calls on 2026-12-05; it keeps reqwest
+//! only for sources with `TRUST_ENV` and for multipart uploads (`docs/benchmark-history.md`).
 
 use std::net::SocketAddr;
 
@@ -35,9 +36,14 @@ struct Floor {
     url: url::Url,
 }
 
+/// 502 with the client's error as text (its URL has no userinfo).
 fn bad_gateway(e: &UpstreamError) -> Response {
     let mut resp = Response::new(Body::from(e.to_string()));
     *resp.status_mut() = StatusCode::BAD_GATEWAY;
+    resp.headers_mut().insert(
+        CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
     resp
 }
 
