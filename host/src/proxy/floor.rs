@@ -92,7 +92,13 @@ pub async fn start(listen: SocketAddr, upstream: String) -> std::io::Result<Sock
         .route("/v1/chat/completions", post(forward))
         .with_state(Floor { clients, url });
     tokio::spawn(async move {
-        let limits = ListenerSettings::default();
+        // The client-connection cap as `bench` sets the gateway's (`PGW_MAX_CONNECTIONS`
+        // 8192, nginx's `worker_connections`): at the default 512 the paced load's 513th
+        // connection would wait in the accept queue.
+        let limits = ListenerSettings {
+            max_connections: 8192,
+            ..ListenerSettings::default()
+        };
         let draining = CancellationToken::new();
         super::server::run(listener, app, &limits, draining, std::future::pending()).await;
     });
