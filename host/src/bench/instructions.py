@@ -21,12 +21,12 @@ byte). Needs valgrind (Debian's package).
 
 Under valgrind the compile child's artifacts do not load (valgrind's emulated CPU lacks some
 of the host's features), so `serve` compiles the components in-process for that CPU: the guest
-code counted is compiled for valgrind's CPU, not the machine's.
+code counted is compiled for valgrind's CPU, not the machine's. Symbols of libc need Debian's
+`libc6-dbg` to be named; without it they would be counted as `other`.
 
 `--server passthrough` counts the benchmark's floor instead (`bench-passthrough`: the
 gateway's HTTP stack forwarding bytes, no governance), so the instructions the stack costs and
-those the gateway's own work costs can be told apart. Symbols of libc need Debian's
-`libc6-dbg` to be named; without it they would be counted as `other`.
+those the gateway's own work costs can be told apart.
 
 A run can die under valgrind. One cause is fixed: a guest call that outlasts its slice moves
 to a thread that reads its CPU clock, and rustix's vDSO lookup faulted on the auxiliary vector
