@@ -178,7 +178,10 @@ async fn a_stalled_call_is_a_429_with_code_stalled() {
         post_within(&gw, chat_body(false), Duration::from_secs(5)).await;
     assert_eq!(status, 429, "{body}");
     assert!(
-        took >= Duration::from_millis(290) && took < Duration::from_millis(800),
+        // The 0.3 s window and 0.9 s for a loaded machine's first call on a fresh gateway;
+        // a back-off not cut to the window would make a second upstream request, which the
+        // hit count below refuses.
+        took >= Duration::from_millis(290) && took < Duration::from_millis(1200),
         "took {took:?}"
     );
     assert_eq!(header(&headers, "retry-after"), Some("0"));

@@ -470,8 +470,12 @@ fn a_trap_or_a_runaway_selector_fails_only_that_call() {
         err.to_string().contains("exceeded its time budget"),
         "{err}"
     );
+    // Stopped, and within the wall-clock backstop. The 50 ms budget is CPU time, and past its
+    // first slice the call runs on a thread at nice +10, which a machine busy with the rest
+    // of the suite gives a tenth of a core's share: seconds of wall-clock time are its CPU
+    // budget there, not a runaway (without the budget this call never returns).
     assert!(
-        started.elapsed() < Duration::from_secs(2),
+        started.elapsed() < Duration::from_secs(10),
         "{:?}",
         started.elapsed()
     );

@@ -1,11 +1,13 @@
 //! Guest code never holds the gateway's runtime workers: with four looping plugin calls in
 //! flight on one scope (each runs until its 1 s CPU budget traps it: about 2 s here, four
 //! loops sharing two cores), good calls on another scope keep p99 under 100 ms and none
-//! waits 500 ms, on a gateway with two worker threads. Before guest calls yielded, the four
+//! waits 900 ms, on a gateway with two worker threads. Before guest calls yielded, the four
 //! loops held every worker and good calls waited seconds (until a loop's budget trapped
 //! it). The bounds sit between the two: the good calls share two cores with four busy
 //! guest threads and the test's own client, so their p99 is the operating system's
-//! time-slicing (about 20 ms when the machine is busy with other work), not a stall.
+//! time-slicing (about 20 ms when the machine is busy with other work), not a stall; a
+//! single call's bound is under the loops' 1 s budget and leaves room for one hiccup of a
+//! loaded VM (half a second is not rare there).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -122,7 +124,7 @@ async fn looping_guest_calls_do_not_stall_good_calls_on_another_scope() {
     );
     assert!(
         p99 < Duration::from_millis(100)
-            && latencies[latencies.len() - 1] < Duration::from_millis(500),
+            && latencies[latencies.len() - 1] < Duration::from_millis(900),
         "good calls: p50 {p50:?}, p99 {p99:?}, max {:?} over {} calls",
         latencies[latencies.len() - 1],
         latencies.len()

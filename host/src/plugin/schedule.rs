@@ -24,8 +24,10 @@
 //! spent the call traps with `Trap::Interrupt` (the instance is then discarded by its pool).
 //!
 //! Outside a multi-threaded Tokio runtime (a current-thread runtime, a plain thread, the
-//! conformance kit) there is no worker to free: the rest of the call runs on the calling
-//! thread, as before.
+//! conformance kit) there is no worker to free, and the rest of the call still runs on a
+//! slow-call thread at the lower priority while the calling thread waits: the priority is
+//! what keeps a runaway guest from taking a core from the rest of the process, and the
+//! conformance kit reads the call's CPU time off that thread ([`take_off_thread_cpu`]).
 
 use std::future::Future;
 use std::pin::{Pin, pin};
