@@ -133,7 +133,8 @@ async fn the_call_deadline_bounds_a_back_off_and_retry_after_rounds_up() {
         post_within(&gw, chat_body(false), Duration::from_secs(5)).await;
     // Before: a 1.5 s sleep cut by the deadline into a 504 after 1 s.
     assert_eq!(status, 429, "{body}");
-    assert!(took < Duration::from_millis(500), "took {took:?}");
+    // At once, not at the 1 s deadline; the margin is a loaded machine's first call.
+    assert!(took < Duration::from_millis(900), "took {took:?}");
     // RFC 9110 delay-seconds: 1.5 s is `2`, never `1`.
     assert_eq!(header(&headers, "retry-after"), Some("2"));
     assert_eq!(body, rate_limited_body(1.5));
@@ -330,7 +331,8 @@ async fn a_quota_opening_beyond_the_deadline_is_a_429_at_once_not_a_504_later() 
     let (status, headers, body, took) =
         post_within(&gw, chat_body(false), Duration::from_secs(5)).await;
     assert_eq!(status, 429, "{body}");
-    assert!(took < Duration::from_millis(500), "took {took:?}");
+    // At once, not at the 2 s deadline; the margin is a loaded machine's.
+    assert!(took < Duration::from_millis(1500), "took {took:?}");
     assert_eq!(body["error"]["code"], "quota_exhausted");
     assert_eq!(body["error"]["type"], "rate_limit_exceeded");
     let retry_after: u64 = header(&headers, "retry-after").unwrap().parse().unwrap();
@@ -378,7 +380,8 @@ async fn an_embeddings_call_deadline_bounds_its_back_off_too() {
     let body: Value = resp.json().await.unwrap();
     // Before: the 1.5 s sleep ran into the deadline, a 504 after 1 s.
     assert_eq!(status, 429, "{body}");
-    assert!(took < Duration::from_millis(500), "took {took:?}");
+    // At once, not at the 1 s deadline; the margin is a loaded machine's first call.
+    assert!(took < Duration::from_millis(900), "took {took:?}");
     assert_eq!(body["error"]["code"], "rate_limited");
     assert_eq!(body["error"]["retry_after_s"], json!(1.5));
     assert_eq!(header(&headers, "retry-after"), Some("2"));
