@@ -6,9 +6,12 @@ Usage (README, "Benchmark"):
     perf record -F 1999 -p <gateway pid> -o perf.data -- sleep 5
     python3 host/src/bench/perf_breakdown.py perf.data [CPU µs per call]
 
-Reads `perf report --no-children --sort dso,sym` (self samples: where the CPU was, not who
-called it) and sums the samples into the gateway's components by the symbol's crate or
-module path. With the CPU per call from `polygateway bench` (its "CPU µs/req" column for the
+Reads `perf report --no-children -F period,dso,sym` (self samples: where the CPU was, not
+who called it) and sums each symbol's sampled period into the gateway's components by the
+symbol's crate or module path. Periods, not the percentages `perf report` prints: those are
+rounded to two decimals per symbol, and guest code without a perf map is thousands of
+addresses of a few samples each, most of them printed as 0.00 % — summing the rounded
+figures counted the guest at 1.8 % of a profile whose `--sort dso` gave its JIT code 4.6 %. With the CPU per call from `polygateway bench` (its "CPU µs/req" column for the
 same load), each share is also given in µs per call. A symbol no rule names counts as
 "other", so the table always adds up to 100 %.
 """
@@ -41,15 +44,15 @@ RULES = [
 
 def report(path):
     out = subprocess.run(
-        ["perf", "report", "-i", path, "--no-children", "-g", "none", "--sort", "dso,sym",
+        ["perf", "report", "-i", path, "--no-children", "-g", "none", "-F", "period,dso,sym",
          "--stdio", "--percent-limit", "0", "-q"],
         check=True, capture_output=True, text=True,
     ).stdout
     for line in out.splitlines():
-        # `  5.25%  libc.so.6  [.] sym`; a JIT DSO has spaces: `[JIT] tid 19697`.
-        m = re.match(r"\s*([\d.]+)%\s+(\[JIT\] tid \d+|\S+)\s+\[[.kHgu]\]\s+(.*)$", line)
+        # `  812906250  libc.so.6  [.] sym`; a JIT DSO has spaces: `[JIT] tid 19697`.
+        m = re.match(r"\s*(\d+)\s+(\[JIT\] tid \d+|\S+)\s+\[[.kHgu]\]\s+(.*)$", line)
         if m:
-            yield float(m.group(1)), m.group(2), m.group(3).strip()
+            yield int(m.group(1)), m.group(2), m.group(3).strip()
 
 
 def classify(dso, sym):
@@ -69,10 +72,10 @@ def main():
         sys.exit("usage: perf_breakdown.py perf.data [CPU µs per call]")
     per_call = float(sys.argv[2]) if len(sys.argv) > 2 else None
     totals = {}
-    for pct, dso, sym in report(sys.argv[1]):
+    for period, dso, sym in report(sys.argv[1]):
         key = classify(dso, sym)
-        totals[key] = totals.get(key, 0.0) + pct
-    whole = sum(totals.values()) or 1.0
+        totals[key] = totals.get(key, 0) + period
+    whole = sum(totals.values()) or 1
     print("| component | share of CPU samples |" + (" µs per call |" if per_call else ""))
     print("|---|---|" + ("---|" if per_call else ""))
     for name, pct in sorted(totals.items(), key=lambda kv: -kv[1]):
