@@ -11,7 +11,11 @@ who called it) and sums each symbol's sampled period into the gateway's componen
 symbol's crate or module path. Periods, not the percentages `perf report` prints: those are
 rounded to two decimals per symbol, and guest code without a perf map is thousands of
 addresses of a few samples each, most of them printed as 0.00 % — summing the rounded
-figures counted the guest at 1.8 % of a profile whose `--sort dso` gave its JIT code 4.6 %. With the CPU per call from `polygateway bench` (its "CPU µs/req" column for the
+figures counted the guest at 1.8 % of a profile whose `--sort dso` gave its JIT code 4.6 %.
+
+Attach once the gateway has started its threads (a second after start): `perf record -p`
+follows the threads that exist when it attaches, and the SQLite writer's starts after the
+runtime's. With the CPU per call from `polygateway bench` (its "CPU µs/req" column for the
 same load), each share is also given in µs per call. A symbol no rule names counts as
 "other", so the table always adds up to 100 %.
 """
@@ -76,10 +80,10 @@ def main():
         key = classify(dso, sym)
         totals[key] = totals.get(key, 0) + period
     whole = sum(totals.values()) or 1
-    print("| component | share of CPU samples |" + (" µs per call |" if per_call else ""))
+    print("| component | share of sampled CPU time |" + (" µs per call |" if per_call else ""))
     print("|---|---|" + ("---|" if per_call else ""))
-    for name, pct in sorted(totals.items(), key=lambda kv: -kv[1]):
-        share = pct / whole
+    for name, period in sorted(totals.items(), key=lambda kv: -kv[1]):
+        share = period / whole
         row = f"| {name} | {share * 100:.1f} % |"
         if per_call:
             row += f" {share * per_call:.1f} |"
