@@ -357,14 +357,15 @@ async fn bench(
 }
 
 async fn bench_passthrough(upstream: String, listen: SocketAddr) -> ExitCode {
-    let addr = match crate::proxy::floor::start(listen, upstream).await {
-        Ok(a) => a,
-        Err(e) => {
-            return fail(&format!(
-                "cannot start the pass-through floor on {listen}: {e}"
-            ));
-        }
-    };
+    let addr =
+        match crate::proxy::floor::start(listen, upstream, crate::bench::MAX_CONNECTIONS).await {
+            Ok(a) => a,
+            Err(e) => {
+                return fail(&format!(
+                    "cannot start the pass-through floor on {listen}: {e}"
+                ));
+            }
+        };
     let _ = writeln!(std::io::stdout(), "polygateway listening on http://{addr}");
     shutdown_signal().await;
     ExitCode::SUCCESS

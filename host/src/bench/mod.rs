@@ -222,6 +222,12 @@ pub struct NginxTargets {
 /// How many back-to-back pairs of runs measure the keyed path's CPU ratio.
 pub const KEYED_PAIRS: usize = 5;
 
+/// Client connections every server under test accepts at once: nginx's `worker_connections`,
+/// the gateway's `PGW_MAX_CONNECTIONS` and the floor's cap. The default 512 would make the
+/// 513th connection of the paced load wait in the accept queue, and the TTFT would measure the
+/// cap, not the server.
+pub const MAX_CONNECTIONS: u32 = 8192;
+
 /// The median of `xs` (the mean of the middle two for an even count); `None` when empty.
 pub(crate) fn median(xs: &[f64]) -> Option<f64> {
     let mut v: Vec<f64> = xs.iter().copied().filter(|x| x.is_finite()).collect();
@@ -407,11 +413,9 @@ fn gateway_env(upstream: &str, governance: bool) -> Vec<(String, String)> {
         ("LLM__OPENAI__1__BASE_URL".into(), format!("{upstream}/v1")),
         ("LLM__OPENAI__1__MODEL".into(), "bench-model".into()),
         ("LLM__OPENAI__1__API_KEY".into(), "sk-bench".into()),
-        // The client-connection cap (default 512) as high as nginx's `worker_connections`:
         // 512 paced streams plus a connection the load generator opens while another is
-        // going back to its pool would otherwise wait in the accept queue, and the TTFT
-        // would measure the cap, not the gateway.
-        ("PGW_MAX_CONNECTIONS".into(), "8192".into()),
+        // going back to its pool: see `MAX_CONNECTIONS`.
+        ("PGW_MAX_CONNECTIONS".into(), MAX_CONNECTIONS.to_string()),
     ];
     if governance {
         // Default configuration: SQLite telemetry, memory limiter with every gate on (set

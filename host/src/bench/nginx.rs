@@ -43,6 +43,7 @@ pub fn find(explicit: Option<&Path>) -> Option<PathBuf> {
 /// over a pool of kept-alive HTTP/1.1 connections, temp files under `dir`.
 pub fn config(listen: SocketAddr, upstream: SocketAddr, dir: &Path) -> String {
     let d = dir.display();
+    let max_connections = super::MAX_CONNECTIONS;
     format!(
         "daemon off;
 master_process off;
@@ -51,7 +52,7 @@ pid {d}/nginx.pid;
 error_log {d}/error.log warn;
 worker_rlimit_nofile 16384;
 events {{
-    worker_connections 8192;
+    worker_connections {max_connections};
     multi_accept on;
 }}
 http {{

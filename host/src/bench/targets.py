@@ -104,35 +104,27 @@ def main():
     add("CPU per streamed chunk ≤ 2× nginx's (highest concurrency: c=128)",
         [cpu_chunk(d) for d in runs])
 
-    def ttft(d):
-        v = nginx(d).get("paced_added_ttft")
-        return ("–", None) if v is None else (f"{v:.2f}×", v <= 2.0)
+    def one_figure(value, shown, within):
+        """A row read from one figure of each run: `value(d)`, shown as `shown` (a format
+        spec and a unit), met when `within(v)`."""
+        def cell(d):
+            v = value(d)
+            return ("–", None) if v is None else (format(v, shown[0]) + shown[1], within(v))
+        return [cell(d) for d in runs]
 
-    add("512 paced streams: added TTFT p50 ≤ 2× nginx's", [ttft(d) for d in runs])
-
-    def gap(d):
-        v = nginx(d).get("paced_max_gap_p99_minus_nginx_ms")
-        return ("–", None) if v is None else (f"{v:+.1f} ms", v <= 5.0)
-
-    add("512 paced streams: max-gap p99 ≤ nginx's + 5 ms", [gap(d) for d in runs])
-
-    def stalls(d):
-        v = nginx(d).get("paced_stalled")
-        return ("–", None) if v is None else (f"{v}", v == 0)
-
-    add("512 paced streams: 0 stalled of 1,536", [stalls(d) for d in runs])
-
-    def rss(d):
-        v = nginx(d).get("paced_peak_rss_mib")
-        return ("–", None) if v is None else (f"{v:.1f} MiB", v <= 80.0)
-
-    add("peak RSS under 512 paced streams ≤ 80 MiB", [rss(d) for d in runs])
-
-    def wasm(d):
-        v = d.get("derived", {}).get("wasm_vs_native_end_to_end")
-        return ("–", None) if v is None else (f"{v:.2f}×", v <= 1.25)
-
-    add("wasm provider within 1.25× of native, end to end", [wasm(d) for d in runs])
+    add("512 paced streams: added TTFT p50 ≤ 2× nginx's",
+        one_figure(lambda d: nginx(d).get("paced_added_ttft"), (".2f", "×"), lambda v: v <= 2.0))
+    add("512 paced streams: max-gap p99 ≤ nginx's + 5 ms",
+        one_figure(lambda d: nginx(d).get("paced_max_gap_p99_minus_nginx_ms"), ("+.1f", " ms"),
+                   lambda v: v <= 5.0))
+    add("512 paced streams: 0 stalled of 1,536",
+        one_figure(lambda d: nginx(d).get("paced_stalled"), ("", ""), lambda v: v == 0))
+    add("peak RSS under 512 paced streams ≤ 80 MiB",
+        one_figure(lambda d: nginx(d).get("paced_peak_rss_mib"), (".1f", " MiB"),
+                   lambda v: v <= 80.0))
+    add("wasm provider within 1.25× of native, end to end",
+        one_figure(lambda d: d.get("derived", {}).get("wasm_vs_native_end_to_end"), (".2f", "×"),
+                   lambda v: v <= 1.25))
 
     names = " / ".join(str(i + 1) for i in range(len(runs)))
     print(f"| target | run {names} | met |")

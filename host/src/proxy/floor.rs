@@ -19,10 +19,10 @@ use std::net::SocketAddr;
 use axum::Router;
 use axum::body::{Body, Bytes};
 use axum::extract::State;
-use axum::http::{HeaderValue, StatusCode};
+use axum::http::header::{CONTENT_LENGTH, CONTENT_TYPE};
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::Response;
 use axum::routing::post;
-use reqwest::header::{CONTENT_LENGTH, CONTENT_TYPE, HeaderMap};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
@@ -77,12 +77,17 @@ async fn forward(State(floor): State<Floor>, body: Bytes) -> Response {
     out
 }
 
-/// Serve on `listen` (port 0: a free one), forwarding `POST /v1/chat/completions` to
-/// `upstream` (`http://host:port`). Returns the bound address; the server runs in the
-/// background until the process ends.
+/// Serve on `listen` (port 0: a free one), accepting up to `max_connections` clients at once
+/// (`polygateway bench` gives every server under test the same cap), forwarding
+/// `POST /v1/chat/completions` to `upstream` (`http://host:port`). Returns the bound address;
+/// the server runs in the background until the process ends.
 ///
 /// Errors: `upstream` is not a URL, the client cannot be built, or `listen` cannot be bound.
-pub async fn start(listen: SocketAddr, upstream: String) -> std::io::Result<SocketAddr> {
+pub async fn start(
+    listen: SocketAddr,
+    upstream: String,
+    max_connections: u32,
+) -> std::io::Result<SocketAddr> {
     let url = url::Url::parse(&format!("{upstream}/v1/chat/completions"))
         .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
     let clients = HttpClients::new(UpstreamLimits::default()).map_err(std::io::Error::other)?;
@@ -92,11 +97,8 @@ pub async fn start(listen: SocketAddr, upstream: String) -> std::io::Result<Sock
         .route("/v1/chat/completions", post(forward))
         .with_state(Floor { clients, url });
     tokio::spawn(async move {
-        // The client-connection cap as `bench` sets the gateway's (`PGW_MAX_CONNECTIONS`
-        // 8192, nginx's `worker_connections`): at the default 512 the paced load's 513th
-        // connection would wait in the accept queue.
         let limits = ListenerSettings {
-            max_connections: 8192,
+            max_connections,
             ..ListenerSettings::default()
         };
         let draining = CancellationToken::new();
