@@ -118,6 +118,12 @@ pub struct Row {
     /// Throughput, and CPU per request, relative to nginx in the same run.
     pub vs_nginx: Option<f64>,
     pub cpu_vs_nginx: Option<f64>,
+    /// The serving process's pid (none for the direct path), and when its measured load ran:
+    /// `[start, end]` in seconds of the system's `CLOCK_MONOTONIC` (Linux; none elsewhere).
+    /// A system-wide `perf record -k CLOCK_MONOTONIC` taken around `bench` is split into the
+    /// rows by these two (`profile_rows.py`).
+    pub pid: Option<u32>,
+    pub window_monotonic_s: Option<[f64; 2]>,
 }
 
 /// One target under the paced-stream load.
@@ -455,13 +461,17 @@ struct Cost {
     system_s_per_1k: Option<f64>,
     /// Context switches of its threads per request.
     context_switches_per_request: Option<f64>,
+    /// When the load ran, in `CLOCK_MONOTONIC` seconds (see [`Row::window_monotonic_s`]).
+    window_monotonic_s: Option<[f64; 2]>,
 }
 
 /// One measured load against `t`: its stats and what it cost the serving process.
 async fn measure(t: &Target, stream: bool, conc: usize, duration: Duration) -> (Stats, Cost) {
     let cpu0 = t.proc.and_then(|p| p.cpu_times());
     let cs0 = t.proc.and_then(|p| p.context_switches());
+    let start = process::monotonic_s();
     let s = load::run_with_key(&t.url, stream, conc, duration, t.key.as_deref()).await;
+    let end = process::monotonic_s();
     let n = s.requests.max(1) as f64;
     let cpu = t.proc.and_then(|p| p.cpu_times()).zip(cpu0);
     let cs = t
@@ -474,6 +484,7 @@ async fn measure(t: &Target, stream: bool, conc: usize, duration: Duration) -> (
         cpu_s_per_1k: cpu.map(|(b, a)| per_1k(b.user_s + b.system_s - a.user_s - a.system_s)),
         system_s_per_1k: cpu.map(|(b, a)| per_1k(b.system_s - a.system_s)),
         context_switches_per_request: cs,
+        window_monotonic_s: start.zip(end).map(|(a, b)| [a, b]),
     };
     (s, cost)
 }
@@ -623,6 +634,12 @@ pub async fn run(opts: BenchOptions) -> Result<Report, String> {
                         .zip(cost.cpu_s_per_1k)
                         .filter(|(n, _)| path != "nginx" && *n > 0.0)
                         .map(|(n, c)| c / n),
+                    pid: targets
+                        .iter()
+                        .find(|t| t.path == path)
+                        .and_then(|t| t.proc)
+                        .map(|p| p.0),
+                    window_monotonic_s: cost.window_monotonic_s,
                     stats: s.clone(),
                 });
             }
@@ -1035,6 +1052,40 @@ mod tests {
             .collect()
     }
 
+    /// A measured load records when it ran on `CLOCK_MONOTONIC`, bracketed by readings of
+    /// the same clock taken around it, and as long as the load (what `profile_rows.py`
+    /// splits a system-wide profile by); a row without a serving process has no CPU figures.
+    #[tokio::test]
+    async fn a_measured_load_records_its_window_on_the_monotonic_clock() {
+        let pacing = upstream::Pacing {
+            deltas: 4,
+            pace: Duration::from_millis(1),
+        };
+        let addr = upstream::start(4, pacing).await.unwrap();
+        let mut t = Target {
+            path: "direct",
+            url: format!("http://{addr}/v1/chat/completions"),
+            key: None,
+            proc: Some(process::ProcStats(std::process::id())),
+        };
+        let before = process::monotonic_s().unwrap();
+        let (stats, cost) = measure(&t, false, 1, Duration::from_millis(300)).await;
+        let after = process::monotonic_s().unwrap();
+        let [start, end] = cost.window_monotonic_s.unwrap();
+        assert!(stats.requests > 0);
+        assert!(
+            before <= start && start < end && end <= after,
+            "{before} {start} {end} {after}"
+        );
+        assert!((0.3..2.0).contains(&(end - start)), "{}", end - start);
+        assert!(cost.cpu_s_per_1k.is_some());
+
+        t.proc = None;
+        let (_, cost) = measure(&t, false, 1, Duration::from_millis(50)).await;
+        assert!(cost.window_monotonic_s.is_some());
+        assert_eq!(cost.cpu_s_per_1k, None);
+    }
+
     #[test]
     fn only_selects_rows_by_mode_and_level() {
         use RowFilter::*;
@@ -1096,6 +1147,8 @@ mod tests {
             cpu_system_s_per_1k: Some(system_s_per_1k),
             context_switches_per_request: None,
             vs_passthrough: None,
+            pid: None,
+            window_monotonic_s: None,
             vs_nginx: None,
             cpu_vs_nginx: None,
         }

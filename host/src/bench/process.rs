@@ -120,6 +120,20 @@ pub struct CpuTimes {
     pub system_s: f64,
 }
 
+/// Now, in seconds of the system's `CLOCK_MONOTONIC` — the clock `perf record -k
+/// CLOCK_MONOTONIC` stamps its samples with — or `None` off Linux.
+pub fn monotonic_s() -> Option<f64> {
+    #[cfg(target_os = "linux")]
+    {
+        let t = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
+        Some(t.tv_sec as f64 + t.tv_nsec as f64 / 1e9)
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        None
+    }
+}
+
 /// `/proc` readings of one process by pid (the gateway, the pass-through or nginx).
 #[derive(Debug, Clone, Copy)]
 pub struct ProcStats(pub u32);
