@@ -5,12 +5,13 @@ under one system-wide profiler, in µs of CPU per call (README, "Benchmark").
 
 Usage:
 
-    python3 host/src/bench/profile_rows.py target/release/polygateway            # run and report
+    python3 host/src/bench/profile_rows.py target/release/polygateway --duration-s 6   # run, report
     python3 host/src/bench/profile_rows.py target/release/polygateway --out DIR --top 40 \\
         --only non-stream --concurrency 128 --duration-s 6
     python3 host/src/bench/profile_rows.py --report DIR1 DIR2 DIR3    # report again: medians
     python3 host/src/bench/profile_rows.py target/release/polygateway --call-graph --out DIR
-    python3 host/src/bench/profile_rows.py --report DIR --callers _raw_spin_unlock_irqrestore
+    python3 host/src/bench/profile_rows.py --report DIR --callers _raw_spin_unlock_irqrestore \\
+        [--depth 3] [--top 8]
 
 It runs `perf record -a -k CLOCK_MONOTONIC -e cpu-clock` around `BIN bench --only ONLY
 --concurrency C --out DIR/bench.json`. Each row of that JSON names its serving process
@@ -18,7 +19,8 @@ It runs `perf record -a -k CLOCK_MONOTONIC -e cpu-clock` around `BIN bench --onl
 a row's samples are exactly its process's samples inside its window. A `cpu-clock` sample
 carries its period in ns of CPU time: summed over a row and divided by the row's requests,
 that is CPU µs per call, which this prints next to `bench`'s own figure from `/proc` (the two
-differ by what the profiler itself costs the process).
+differ by a few per cent). A sample whose location `perf script` printed in a form this does
+not read is counted as `[unparsed]`, so the totals keep every sample.
 
 Printed per server: CPU per call, its kernel part, the components of `perf_breakdown.py`, and
 the symbols with the most CPU per call across the servers, kernel and user space apart. Given
@@ -26,7 +28,7 @@ several runs (`--report DIR1 DIR2 DIR3`), each figure is the median of the runs'
 Recorded with `--call-graph` (kernel call chains: `perf record -g`; user-space chains are not
 usable, the binary has no frame pointers), `--callers SYMBOL` prints instead who called one
 function in each server, in µs per call: which work, on whose behalf, a kernel symbol's time
-is.
+is (from the first directory given; data without call chains is refused).
 
 Why: profiles of one server at a time, in different runs, compare figures taken under
 different loads of a VM whose speed drifts; here every server is measured in the same run,
@@ -96,7 +98,7 @@ def samples(data, rows, callers=None, depth=3):
     def take(sample):
         path, ns, frames = sample
         if not frames:
-            return
+            frames = [("?", "[unparsed]")]
         if callers is None:
             dso, sym = frames[0]
             key = (os.path.basename(dso), sym or "[unknown]")
@@ -184,6 +186,8 @@ def callers_report(outs, mode, concurrency, symbol, depth, top):
     for server, by_chain in chains.items():
         for chain, ns in by_chain.items():
             cells.setdefault(chain, {})[server] = per_call(ns, rows[server])
+    if cells and set(cells) == {"(no call chain)"}:
+        sys.exit(f"{outs[0]}/perf.data has no call chains: record it with --call-graph")
     for server in rows:
         cells.setdefault(f"all of {symbol}", {})[server] = sum(
             per_call(ns, rows[server]) for ns in chains[server].values())
