@@ -42,6 +42,7 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import perf_breakdown  # noqa: E402  (classify: the components)
@@ -80,9 +81,26 @@ def rows_of(bench, mode, concurrency):
                 and r.get("pid") and r.get("window_monotonic_s")):
             rows[r["path"]] = r
     if not rows:
-        sys.exit(f"no {mode} rows at concurrency {concurrency} with a pid and a window "
-                 "(a bench built before they were recorded?)")
+        held = sorted({(r["mode"], r["concurrency"]) for r in bench["rows"]
+                       if r.get("pid") and r.get("window_monotonic_s")})
+        if held:
+            sys.exit(f"no {mode} rows at concurrency {concurrency}; this run holds "
+                     + ", ".join(f"{m} at concurrency {c}" for m, c in held)
+                     + " (give --only and --concurrency to match)")
+        sys.exit("no row of this run names its process and window: its bench.json is from "
+                 "a bench built before `pid` and `window_monotonic_s` were recorded")
     return {p: rows[p] for p in PATHS if p in rows}
+
+
+def check_dirs(outs):
+    """Exit naming what is missing unless every directory holds a run's `bench.json` and
+    `perf.data` (the results files in `host/src/bench/results/` keep only the former)."""
+    for out in outs:
+        missing = [f for f in ("bench.json", "perf.data")
+                   if not os.path.isfile(os.path.join(out, f))]
+        if missing:
+            sys.exit(f"{out}: not a directory of a profile_rows.py run (no "
+                     f"{' and no '.join(missing)}; give the --out directory of a run)")
 
 
 def samples(data, rows, callers=None, depth=3):
@@ -91,9 +109,10 @@ def samples(data, rows, callers=None, depth=3):
     that symbol, by the `depth` frames that called it (the data needs call chains)."""
     by_pid = {r["pid"]: (path, r["window_monotonic_s"]) for path, r in rows.items()}
     out = {path: {} for path in rows}
+    err = tempfile.TemporaryFile(mode="w+")
     script = subprocess.Popen(
         ["perf", "script", "-i", data, "-F", "pid,time,period,ip,sym,dso"],
-        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, errors="replace")
+        stdout=subprocess.PIPE, stderr=err, text=True, errors="replace")
 
     def take(sample):
         path, ns, frames = sample
@@ -129,7 +148,8 @@ def samples(data, rows, callers=None, depth=3):
     if sample:
         take(sample)
     if script.wait() != 0:
-        sys.exit("perf script failed")
+        err.seek(0)
+        sys.exit(f"perf script -i {data} failed:\n{err.read()[-2000:]}")
     return out
 
 
@@ -157,6 +177,10 @@ def tables(out, mode, concurrency):
             add("cpu", "profile", server, ns)
             add("cpu", "of it kernel" if in_kernel else "of it user space", server, ns)
             add("components", perf_breakdown.classify(dso, sym), server, ns)
+            # Unnamed code is a different thing in each process (nginx's, the guest's JIT
+            # code): named by its component, so one row does not mix them.
+            if sym == "[unknown]" or sym.startswith("0x"):
+                sym = f"[unknown] ({perf_breakdown.classify(dso, sym)})"
             add("kernel" if in_kernel else "user space", sym, server, ns)
     return list(rows), t
 
@@ -186,8 +210,13 @@ def callers_report(outs, mode, concurrency, symbol, depth, top):
     for server, by_chain in chains.items():
         for chain, ns in by_chain.items():
             cells.setdefault(chain, {})[server] = per_call(ns, rows[server])
+    if len(outs) > 1:
+        print(f"--callers reads one run: {outs[0]} (the others are not read)", file=sys.stderr)
     if cells and set(cells) == {"(no call chain)"}:
         sys.exit(f"{outs[0]}/perf.data has no call chains: record it with --call-graph")
+    if not cells:
+        sys.exit(f"no sample of any server is in {symbol} (check the name against the "
+                 "kernel symbols table of --report)")
     for server in rows:
         cells.setdefault(f"all of {symbol}", {})[server] = sum(
             per_call(ns, rows[server]) for ns in chains[server].values())
@@ -225,7 +254,8 @@ def report(outs, mode, concurrency, top):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("binary", nargs="?")
-    ap.add_argument("--out", default="profile-rows", help="directory of perf.data and bench.json")
+    ap.add_argument("--out", default="/tmp/profile-rows",
+                    help="where to write the run's perf.data (30-90 MB) and bench.json")
     ap.add_argument("--report", metavar="DIR", nargs="+",
                     help="only report on earlier runs' directories (each cell their median)")
     ap.add_argument("--only", default="non-stream", choices=["non-stream", "stream"])
@@ -239,7 +269,13 @@ def main():
     ap.add_argument("--depth", type=int, default=3, help="caller frames shown by --callers")
     args = ap.parse_args()
     outs = args.report or [args.out]
-    if not args.report:
+    if args.report:
+        if args.call_graph:
+            sys.exit("--call-graph is for recording; --report reads runs already recorded")
+        if len(set(outs)) < len(outs):
+            sys.exit("--report names one directory twice: each counts as a run")
+        check_dirs(outs)
+    else:
         if not args.binary:
             sys.exit("give the polygateway binary, or --report DIR [DIR ...]")
         record(os.path.abspath(args.binary), args.out, args.only, args.concurrency,
@@ -251,4 +287,7 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except BrokenPipeError:  # the output piped into `head`
+        sys.stderr.close()
