@@ -461,7 +461,9 @@ struct Cost {
     system_s_per_1k: Option<f64>,
     /// Context switches of its threads per request.
     context_switches_per_request: Option<f64>,
-    /// When the load ran, in `CLOCK_MONOTONIC` seconds (see [`Row::window_monotonic_s`]).
+    /// The serving process, and when the load ran, in `CLOCK_MONOTONIC` seconds (see
+    /// [`Row::window_monotonic_s`]).
+    pid: Option<u32>,
     window_monotonic_s: Option<[f64; 2]>,
 }
 
@@ -484,6 +486,7 @@ async fn measure(t: &Target, stream: bool, conc: usize, duration: Duration) -> (
         cpu_s_per_1k: cpu.map(|(b, a)| per_1k(b.user_s + b.system_s - a.user_s - a.system_s)),
         system_s_per_1k: cpu.map(|(b, a)| per_1k(b.system_s - a.system_s)),
         context_switches_per_request: cs,
+        pid: t.proc.map(|p| p.0),
         window_monotonic_s: start.zip(end).map(|(a, b)| [a, b]),
     };
     (s, cost)
@@ -634,11 +637,7 @@ pub async fn run(opts: BenchOptions) -> Result<Report, String> {
                         .zip(cost.cpu_s_per_1k)
                         .filter(|(n, _)| path != "nginx" && *n > 0.0)
                         .map(|(n, c)| c / n),
-                    pid: targets
-                        .iter()
-                        .find(|t| t.path == path)
-                        .and_then(|t| t.proc)
-                        .map(|p| p.0),
+                    pid: cost.pid,
                     window_monotonic_s: cost.window_monotonic_s,
                     stats: s.clone(),
                 });

@@ -40,6 +40,7 @@ import argparse
 import json
 import os
 import re
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -90,6 +91,12 @@ def rows_of(bench, mode, concurrency):
         sys.exit("no row of this run names its process and window: its bench.json is from "
                  "a bench built before `pid` and `window_monotonic_s` were recorded")
     return {p: rows[p] for p in PATHS if p in rows}
+
+
+def load_rows(out, mode, concurrency):
+    """`rows_of` the run in directory `out`."""
+    with open(os.path.join(out, "bench.json")) as f:
+        return rows_of(json.load(f), mode, concurrency)
 
 
 def check_dirs(outs):
@@ -159,8 +166,7 @@ def per_call(ns, row):
 
 def tables(out, mode, concurrency):
     """One run's figures: `{table: {row name: {server: µs per call}}}`."""
-    with open(os.path.join(out, "bench.json")) as f:
-        rows = rows_of(json.load(f), mode, concurrency)
+    rows = load_rows(out, mode, concurrency)
     profile = samples(os.path.join(out, "perf.data"), rows)
     t = {"cpu": {}, "components": {}, "kernel": {}, "user space": {}}
 
@@ -185,11 +191,6 @@ def tables(out, mode, concurrency):
     return list(rows), t
 
 
-def median(values):
-    v = sorted(values)
-    return (v[(len(v) - 1) // 2] + v[len(v) // 2]) / 2
-
-
 def table(title, columns, cells, names):
     """A Markdown table: a row per name (shown cut to 90 characters), a column per server."""
     print(f"\n{title}\n")
@@ -203,8 +204,7 @@ def table(title, columns, cells, names):
 
 def callers_report(outs, mode, concurrency, symbol, depth, top):
     """Print who called `symbol` in each server, in µs per call (the first run in `outs`)."""
-    with open(os.path.join(outs[0], "bench.json")) as f:
-        rows = rows_of(json.load(f), mode, concurrency)
+    rows = load_rows(outs[0], mode, concurrency)
     chains = samples(os.path.join(outs[0], "perf.data"), rows, callers=symbol, depth=depth)
     cells = {}
     for server, by_chain in chains.items():
@@ -233,8 +233,10 @@ def report(outs, mode, concurrency, top):
     merged = {}
     for name in runs[0][1]:
         keys = {k for _, t in runs for k in t[name]}
-        merged[name] = {k: {c: median([t[name].get(k, {}).get(c, 0) for _, t in runs])
-                            for c in cols} for k in keys}
+        merged[name] = {
+            k: {c: statistics.median([t[name].get(k, {}).get(c, 0) for _, t in runs])
+                for c in cols}
+            for k in keys}
     many = f"the median of {len(runs)} runs" if len(runs) > 1 else "one run"
     print(f"{mode}, concurrency {concurrency}, {many}: CPU µs per call of each server in its "
           "row's window (the profile), against bench's figure from /proc")
