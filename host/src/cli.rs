@@ -81,6 +81,11 @@ enum Command {
         /// Where to write the JSON report.
         #[arg(long, default_value = "bench.json")]
         out: PathBuf,
+        /// The executable whose `serve` and `bench-passthrough` are measured (default: this
+        /// one): two builds of the gateway compared under one load generator and upstream.
+        /// The plugin microbenchmark still runs in this executable.
+        #[arg(long)]
+        server_bin: Option<PathBuf>,
         /// Only these rows (for profiling one load): `non-stream`, `stream`, `c1` or `high`,
         /// comma-separated; a mode and a level combine (`non-stream,high`). Default: all.
         #[arg(long, value_delimiter = ',')]
@@ -190,6 +195,7 @@ pub fn run() -> ExitCode {
                 paced_rounds,
                 paced_deltas,
                 pace_ms,
+                server_bin,
                 soak_s: None,
                 ..
             } => {
@@ -199,7 +205,13 @@ pub fn run() -> ExitCode {
                     deltas: paced_deltas,
                     pace_ms,
                 };
-                bench(duration_s, chunks, concurrency, out, only, nginx, paced).await
+                let runs = BenchRuns {
+                    out,
+                    only,
+                    nginx,
+                    server_bin,
+                };
+                bench(duration_s, chunks, concurrency, runs, paced).await
             }
             Command::BenchPassthrough { upstream, listen } => {
                 bench_passthrough(upstream, listen).await
@@ -315,15 +327,27 @@ struct PacedArgs {
     pace_ms: f64,
 }
 
+/// Which rows `bench` runs, against which servers, and where the report goes.
+struct BenchRuns {
+    out: PathBuf,
+    only: Vec<crate::bench::RowFilter>,
+    nginx: Option<PathBuf>,
+    server_bin: Option<PathBuf>,
+}
+
 async fn bench(
     duration_s: f64,
     chunks: usize,
     mut concurrency: Vec<usize>,
-    out: PathBuf,
-    only: Vec<crate::bench::RowFilter>,
-    nginx: Option<PathBuf>,
+    runs: BenchRuns,
     paced: PacedArgs,
 ) -> ExitCode {
+    let BenchRuns {
+        out,
+        only,
+        nginx,
+        server_bin,
+    } = runs;
     if !(duration_s.is_finite() && duration_s > 0.0) {
         return fail("--duration-s must be > 0");
     }
@@ -335,6 +359,14 @@ async fn bench(
     }
     if !(paced.pace_ms.is_finite() && (0.0..=10_000.0).contains(&paced.pace_ms)) {
         return fail("--pace-ms must be between 0 and 10000");
+    }
+    if let Some(bin) = &server_bin
+        && !bin.is_file()
+    {
+        return fail(&format!(
+            "--server-bin {}: no such executable file",
+            bin.display()
+        ));
     }
     concurrency.sort_unstable();
     concurrency.dedup();
@@ -349,6 +381,7 @@ async fn bench(
         paced_rounds: paced.rounds,
         paced_deltas: paced.deltas,
         pace: std::time::Duration::from_secs_f64(paced.pace_ms / 1000.0),
+        server_bin,
     };
     match crate::bench::run(opts).await {
         Ok(_) => ExitCode::SUCCESS,

@@ -28,6 +28,7 @@ mod listener;
 mod messages;
 mod ocr;
 mod otel;
+mod pgo_train;
 mod plugin_cache;
 mod plugin_compile;
 mod plugin_fixtures;

@@ -45,6 +45,8 @@ pub struct BenchOptions {
     /// Content deltas per paced stream, and the time between two.
     pub paced_deltas: usize,
     pub pace: Duration,
+    /// The executable whose `serve` and `bench-passthrough` are measured (`None`: this one).
+    pub server_bin: Option<std::path::PathBuf>,
 }
 
 /// A selection of benchmark rows (`--only`): by mode or by concurrency level. Filters of the
@@ -145,6 +147,9 @@ pub struct Report {
     pub chunks: usize,
     /// The nginx binary measured (`None`: none was found, and no ratio to it is given).
     pub nginx: Option<String>,
+    /// The executable whose `serve` (the gateway's rows) and `bench-passthrough` (the floor's)
+    /// were measured: this one unless `--server-bin` named another build.
+    pub server_bin: String,
     pub rows: Vec<Row>,
     /// Concurrent streams, rounds, deltas per stream and their pace (ms) of the paced load.
     pub paced_streams: usize,
@@ -514,15 +519,20 @@ pub async fn run(opts: BenchOptions) -> Result<Report, String> {
             None
         }
     };
-    let pass_child = process::GatewayChild::passthrough(&upstream).await?;
+    let server_bin = match &opts.server_bin {
+        Some(bin) => bin.clone(),
+        None => std::env::current_exe().map_err(|e| e.to_string())?,
+    };
+    let pass_child = process::GatewayChild::passthrough(&server_bin, &upstream).await?;
     let prices_dir = tempfile::tempdir().map_err(|e| e.to_string())?;
     let prices = prices_dir.path().join("prices.json");
     std::fs::write(&prices, PRICES).map_err(|e| e.to_string())?;
     let mut on_env = gateway_env(&upstream, true);
     on_env.push(("PGW_PRICING_FILE".into(), prices.display().to_string()));
-    let gw_on = process::GatewayChild::start(&on_env).await?;
-    let gw_off = process::GatewayChild::start(&gateway_env(&upstream, false)).await?;
-    let gw_keyed = process::GatewayChild::start(&keyed_env(&upstream, &prices)).await?;
+    let gw_on = process::GatewayChild::start(&server_bin, &on_env).await?;
+    let gw_off = process::GatewayChild::start(&server_bin, &gateway_env(&upstream, false)).await?;
+    let gw_keyed =
+        process::GatewayChild::start(&server_bin, &keyed_env(&upstream, &prices)).await?;
     let vkey = load::bench_key(&gw_keyed.base_url, ADMIN_KEY).await?;
     let chat = |base: &str| format!("{base}/v1/chat/completions");
     let mut targets = vec![Target {
@@ -698,6 +708,7 @@ pub async fn run(opts: BenchOptions) -> Result<Report, String> {
         duration_s: opts.duration.as_secs_f64(),
         chunks: opts.chunks,
         nginx: nginx_bin.map(|b| b.display().to_string()),
+        server_bin: server_bin.display().to_string(),
         gateway_peak_rss_mib: gw_on.peak_rss_mib(),
         gateway_off_peak_rss_mib: gw_off.peak_rss_mib(),
         derived,
@@ -1037,6 +1048,7 @@ mod tests {
             nginx: None,
             paced_streams: 512,
             paced_rounds: 3,
+            server_bin: None,
             paced_deltas: 64,
             pace: Duration::from_millis(20),
         }

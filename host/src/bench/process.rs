@@ -4,6 +4,7 @@
 //! peak RSS, context switches.
 
 use std::collections::HashMap;
+use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
 
@@ -23,20 +24,20 @@ pub struct GatewayChild {
 }
 
 impl GatewayChild {
-    /// Start `serve` from this executable with `env` (plus PATH/HOME), on a free port.
-    pub async fn start(env: &[(String, String)]) -> Result<Self, String> {
-        Self::spawn(&["serve"], env).await
+    /// Start `serve` from the executable `exe` (this one, or `bench --server-bin`) with
+    /// `env` (plus PATH/HOME), on a free port.
+    pub async fn start(exe: &Path, env: &[(String, String)]) -> Result<Self, String> {
+        Self::spawn(exe, &["serve"], env).await
     }
 
-    /// Start the bare pass-through proxy (`bench-passthrough`) forwarding to `upstream`.
-    pub async fn passthrough(upstream: &str) -> Result<Self, String> {
-        Self::spawn(&["bench-passthrough", "--upstream", upstream], &[]).await
+    /// Start the bare pass-through proxy (`exe bench-passthrough`) forwarding to `upstream`.
+    pub async fn passthrough(exe: &Path, upstream: &str) -> Result<Self, String> {
+        Self::spawn(exe, &["bench-passthrough", "--upstream", upstream], &[]).await
     }
 
-    /// Start this executable with `args` and `env` (plus PATH/HOME); its first stdout line
-    /// must be `polygateway listening on <base URL>`.
-    async fn spawn(args: &[&str], env: &[(String, String)]) -> Result<Self, String> {
-        let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    /// Start `exe` with `args` and `env` (plus PATH/HOME); its first stdout line must be
+    /// `polygateway listening on <base URL>`.
+    async fn spawn(exe: &Path, args: &[&str], env: &[(String, String)]) -> Result<Self, String> {
         let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
         let mut cmd = Command::new(exe);
         cmd.args(args)
@@ -231,7 +232,43 @@ pub fn switches_between(before: &HashMap<u64, u64>, after: &HashMap<u64, u64>) -
 mod tests {
     use std::collections::HashMap;
 
-    use super::switches_between;
+    use super::{GatewayChild, switches_between};
+
+    /// `bench --server-bin`: the floor and the gateways are started from the executable given,
+    /// with the subcommand's arguments. The stand-in executable records its arguments and the
+    /// listen address the bench sets, then announces an address the way `serve` does.
+    #[tokio::test]
+    async fn a_server_is_started_from_the_executable_given() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let log = dir.path().join("args.txt");
+        let exe = dir.path().join("other-build");
+        let script = format!(
+            "#!/bin/sh\necho \"$* PGW_LISTEN=$PGW_LISTEN\" >> '{}'\n\
+             echo 'polygateway listening on http://127.0.0.1:1'\nexec sleep 30\n",
+            log.display()
+        );
+        std::fs::write(&exe, script).expect("write the stand-in");
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+
+        let floor = GatewayChild::passthrough(&exe, "http://127.0.0.1:9")
+            .await
+            .expect("the floor starts");
+        let env = [("PGW_TELEMETRY_BACKEND".to_string(), "none".to_string())];
+        let gateway = GatewayChild::start(&exe, &env)
+            .await
+            .expect("the gateway starts");
+        assert_eq!(floor.base_url, "http://127.0.0.1:1");
+        assert_eq!(gateway.base_url, "http://127.0.0.1:1");
+        assert_ne!(floor.pid, gateway.pid);
+        assert_eq!(
+            std::fs::read_to_string(&log).expect("the stand-in ran"),
+            "bench-passthrough --upstream http://127.0.0.1:9 PGW_LISTEN=127.0.0.1:0\n\
+             serve PGW_LISTEN=127.0.0.1:0\n"
+        );
+        floor.stop().await;
+        gateway.stop().await;
+    }
 
     #[test]
     fn switches_are_counted_per_thread_and_an_exited_thread_does_not_zero_the_total() {

@@ -70,7 +70,8 @@ pub async fn run(opts: SoakOptions) -> Result<SoakReport, String> {
         .await
         .map_err(|e| e.to_string())?;
     let upstream = format!("http://{upstream_addr}");
-    let gw = process::GatewayChild::start(&gateway_env(&upstream, true)).await?;
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    let gw = process::GatewayChild::start(&exe, &gateway_env(&upstream, true)).await?;
     let url = format!("{}/v1/chat/completions", gw.base_url);
     let _ = writeln!(
         out,
