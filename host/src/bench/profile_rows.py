@@ -12,6 +12,8 @@ Usage:
     python3 host/src/bench/profile_rows.py target/release/polygateway --call-graph --out DIR
     python3 host/src/bench/profile_rows.py --report DIR --callers _raw_spin_unlock_irqrestore \\
         [--depth 3] [--top 8]
+    python3 host/src/bench/profile_rows.py target/release/polygateway --server-bin PGO_BIN \
+        --out DIR    # the floor and the gateways of another build (pgo.py build's), nginx beside
 
 It runs `perf record -a -k CLOCK_MONOTONIC -e cpu-clock` around `BIN bench --only ONLY
 --concurrency C --out DIR/bench.json`. Each row of that JSON names its serving process
@@ -59,15 +61,16 @@ HEAD = re.compile(r"^\s*(\d+)\s+([\d.]+):\s+(\d+)\s*(.*)$")
 FRAME = re.compile(r"^\s*[0-9a-f]+\s+(.*?)\s+\(([^()]*)\)\s*$")
 
 
-def record(exe, out, only, concurrency, duration_s, call_graph):
+def record(exe, out, only, concurrency, duration_s, call_graph, server_bin=None):
     """Run `bench` under a system-wide `perf record` into `out` (with kernel call chains if
-    `call_graph`)."""
+    `call_graph`; with the servers started from `server_bin` if given)."""
     os.makedirs(out, exist_ok=True)
     cmd = ["perf", "record", "-a", "-q", "-k", "CLOCK_MONOTONIC", "-e", "cpu-clock",
            "-F", "2999", *(["-g"] if call_graph else []),
            "-o", os.path.join(out, "perf.data"), "--",
            exe, "bench", "--only", only, "--concurrency", str(concurrency),
-           "--duration-s", str(duration_s), "--out", os.path.join(out, "bench.json")]
+           "--duration-s", str(duration_s), "--out", os.path.join(out, "bench.json"),
+           *(["--server-bin", server_bin] if server_bin else [])]
     with open(os.path.join(out, "bench.txt"), "w") as log:
         done = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT)
     if done.returncode != 0:
@@ -269,6 +272,8 @@ def main():
     ap.add_argument("--callers", metavar="SYMBOL",
                     help="report who called SYMBOL in each server instead of the tables")
     ap.add_argument("--depth", type=int, default=3, help="caller frames shown by --callers")
+    ap.add_argument("--server-bin", metavar="PATH",
+                    help="profile the floor and the gateways of another build (bench --server-bin)")
     args = ap.parse_args()
     outs = args.report or [args.out]
     if args.report:
@@ -280,8 +285,11 @@ def main():
     else:
         if not args.binary:
             sys.exit("give the polygateway binary, or --report DIR [DIR ...]")
+        if args.server_bin and not os.access(args.server_bin, os.X_OK):
+            sys.exit(f"--server-bin {args.server_bin}: no such executable")
         record(os.path.abspath(args.binary), args.out, args.only, args.concurrency,
-               args.duration_s, args.call_graph or bool(args.callers))
+               args.duration_s, args.call_graph or bool(args.callers),
+               args.server_bin and os.path.abspath(args.server_bin))
     if args.callers:
         callers_report(outs, args.only, args.concurrency, args.callers, args.depth, args.top)
     else:
