@@ -360,14 +360,18 @@ async fn bench(
     if !(paced.pace_ms.is_finite() && (0.0..=10_000.0).contains(&paced.pace_ms)) {
         return fail("--pace-ms must be between 0 and 10000");
     }
-    if let Some(bin) = &server_bin
-        && !bin.is_file()
-    {
-        return fail(&format!(
-            "--server-bin {}: no such executable file",
-            bin.display()
-        ));
-    }
+    // Absolute, since the servers run in temporary directories of their own.
+    let server_bin = match server_bin.map(|b| std::path::absolute(&b).map(|a| (b, a))) {
+        None => None,
+        Some(Ok((_, abs))) if abs.is_file() => Some(abs),
+        Some(Ok((given, _))) => {
+            return fail(&format!(
+                "--server-bin {}: no such executable file",
+                given.display()
+            ));
+        }
+        Some(Err(e)) => return fail(&format!("--server-bin: {e}")),
+    };
     concurrency.sort_unstable();
     concurrency.dedup();
     let opts = crate::bench::BenchOptions {

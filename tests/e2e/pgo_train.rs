@@ -70,6 +70,37 @@ async fn a_training_run_with_wrong_answers_fails() {
         "{stderr}"
     );
 
+    // A `serve` that never listens: the run fails naming it, and the mock upstream it had
+    // started is stopped, not left behind.
+    let no_serve = dir.path().join("no-serve");
+    let mock_pid = dir.path().join("mock.pid");
+    std::fs::write(
+        &no_serve,
+        format!(
+            "#!/bin/sh\n[ \"$1\" = serve ] && exit 3\necho $$ > '{}'\nexec '{}' \"$@\"\n",
+            mock_pid.display(),
+            env!("CARGO_BIN_EXE_polygateway")
+        ),
+    )
+    .expect("write the stand-in");
+    std::fs::set_permissions(&no_serve, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let out = train(&no_serve, "10").await;
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        format!(
+            "pgo.py: `{} serve` ended its output without a line, not `polygateway listening on \
+             http://…`: is {0} a polygateway build?\n",
+            no_serve.display()
+        )
+    );
+    let pid = std::fs::read_to_string(&mock_pid).expect("the mock upstream started");
+    assert!(
+        !Path::new(&format!("/proc/{}", pid.trim())).exists(),
+        "the mock upstream (pid {}) outlived the run",
+        pid.trim()
+    );
+
     let out = train(&dir.path().join("missing"), "1").await;
     assert_eq!(out.status.code(), Some(1));
     assert_eq!(

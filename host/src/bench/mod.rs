@@ -824,6 +824,11 @@ fn print_table(out: &mut impl Write, r: &Report) {
     let _ = writeln!(out, "\nmachine: {}", r.machine);
     let _ = writeln!(
         out,
+        "servers (the floor and the gateways): {}",
+        r.server_bin
+    );
+    let _ = writeln!(
+        out,
         "| mode | conc | path | req/s | p50 µs | p99 µs | p99.9 µs | added p50 | added p99 | added p99.9 | TTFB p50 µs | CPU µs/req | ctx sw/req | vs pass-through | vs nginx | CPU vs nginx |"
     );
     let _ = writeln!(

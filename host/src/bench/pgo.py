@@ -7,9 +7,13 @@
 `build` compiles the gateway with LLVM's instrumentation (`-Cprofile-generate`), runs `train`
 with that binary, merges the counts with `llvm-profdata` (rustup's `llvm-tools` component)
 and compiles again with `-Cprofile-use`, so that the compiler lays out, inlines and orders
-the code by how often each branch ran. It prints the optimised binary's path. Both compiles
-use `--target <host>`, so that build scripts and proc macros are not instrumented, and a
-target directory under `--work` (default `target/pgo`), so the ordinary build is untouched.
+the code by how often each branch ran. It prints the optimised binary's path,
+`<work>/optimised/<host triple>/<profile>/polygateway` (the instrumented one, not to be
+deployed, is under `<work>/instrumented/`). Both compiles use `--target <host>`, so that
+build scripts and proc macros are not instrumented, and target directories of their own
+under `--work` (default `target/pgo` of the repository; ~3.5 GB each), so the ordinary build
+is untouched. They set `RUSTFLAGS` to the PGO flags: flags of your own in `RUSTFLAGS` are not
+used. On two CPUs the whole build takes 30-45 minutes.
 
 `train` is the workload the counts come from, and it is deliberately not the benchmark's:
 a real `serve` (SQLite telemetry on, the default configuration otherwise) in front of the
@@ -143,13 +147,31 @@ def request(rng):
     return ("no-messages", "POST", "/v1/chat/completions", json_h, body, 400)
 
 
-def start(cmd, env, cwd, marker):
-    """Start `cmd` and wait for its first stdout line `<marker> http://host:port`."""
+class StartError(Exception):
+    pass
+
+
+def start(cmd, env, cwd, marker, timeout_s=120):
+    """Start `cmd` and wait (up to `timeout_s`) for its first stdout line
+    `<marker> http://host:port`; the process and the address."""
     p = subprocess.Popen(cmd, env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, text=True)
-    line = p.stdout.readline().strip()
-    if not line.startswith(marker + " http://"):
+    first = []
+    reader = threading.Thread(target=lambda: first.append(p.stdout.readline().strip()), daemon=True)
+    reader.start()
+    reader.join(timeout_s)
+    line = first[0] if first else None
+    if line is None or not line.startswith(marker + " http://"):
         p.kill()
-        sys.exit(f"pgo.py: `{' '.join(map(str, cmd))}` did not start (first line: {line!r})")
+        p.wait()
+        if line is None:
+            what = f"printed no line within {timeout_s} s"
+        elif line == "":
+            what = "ended its output without a line"
+        else:
+            what = f"first printed {line!r}"
+        raise StartError(
+            f"`{cmd[0]} {cmd[1]}` {what}, not `{marker} http://…`: is {cmd[0]} a polygateway build?"
+        )
     threading.Thread(target=lambda: [None for _ in p.stdout], daemon=True).start()
     return p, line[len(marker) + 1 :]
 
@@ -192,10 +214,22 @@ def drive(base, calls, clients, seed):
 
 def train(binary, calls, clients, seed=7):
     binary = Path(binary).resolve()
+    if binary.is_dir():
+        sys.exit(f"pgo.py: {binary}: a directory, not an executable")
     if not binary.is_file() or not os.access(binary, os.X_OK):
         sys.exit(f"pgo.py: {binary}: no such executable")
+    clients = min(clients, calls)
+    try:
+        run_training(binary, calls, clients, seed)
+    except StartError as e:
+        sys.exit(f"pgo.py: {e}")
+
+
+def run_training(binary, calls, clients, seed):
     with tempfile.TemporaryDirectory(prefix="pgo-train-") as tmp:
-        base_env = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LLVM_PROFILE_FILE")}
+        # An instrumented binary writes its counts where it was built to (`-Cprofile-generate`);
+        # a LLVM_PROFILE_FILE of the caller's is not passed on, so `build` finds them.
+        base_env = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME")}
         # The mock upstream is the same executable: its counts are not the gateway's work.
         mock_env = dict(base_env, LLVM_PROFILE_FILE=os.path.join(tmp, "mock-%p.profraw"))
         # Scenario `json` answers with an object that fits SCHEMA, for the structured calls.
@@ -225,17 +259,19 @@ def train(binary, calls, clients, seed=7):
             GEM__GEMINI__1__MODEL="gemini-2.5-flash",
             GEM__GEMINI__1__API_KEY="mock-key",
         )
-        gw, gw_url = start([binary, "serve"], env, tmp, "polygateway listening on")
+        gw = None
         try:
+            gw, gw_url = start([binary, "serve"], env, tmp, "polygateway listening on")
             t0 = time.monotonic()
             counts, wrong = drive(gw_url, calls, clients, seed)
             took = time.monotonic() - t0
         finally:
-            gw.send_signal(signal.SIGTERM)
-            try:
-                gw.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                gw.kill()
+            if gw is not None:
+                gw.send_signal(signal.SIGTERM)
+                try:
+                    gw.wait(timeout=60)
+                except subprocess.TimeoutExpired:
+                    gw.kill()
             mock.send_signal(signal.SIGTERM)
             try:
                 mock.wait(timeout=10)
@@ -300,12 +336,25 @@ def build(profile, work, calls, clients):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    sub = ap.add_subparsers(dest="cmd", required=True)
-    b = sub.add_parser("build", help="instrument, train, merge, optimise")
-    b.add_argument("--profile", default="release", choices=["release", "dist"])
-    b.add_argument("--work", default=str(REPO / "target" / "pgo"), help="target dirs and counts (default target/pgo)")
-    t = sub.add_parser("train", help="run the training mix through BIN serve")
-    t.add_argument("binary", metavar="BIN")
+    sub = ap.add_subparsers(dest="cmd", metavar="{build,train}", required=True)
+    b = sub.add_parser(
+        "build",
+        help="instrument, train, merge, optimise",
+        description="Build polygateway profile-guided; print the optimised binary's path "
+        "(<work>/optimised/<host triple>/<profile>/polygateway). Needs `rustup component add "
+        "llvm-tools`; two release builds (30-45 min on two CPUs, ~3.5 GB each) and a training run.",
+    )
+    b.add_argument("--profile", default="release", choices=["release", "dist"],
+                   help="cargo profile: release (measured) or dist (adds whole-program LTO)")
+    b.add_argument("--work", default=str(REPO / "target" / "pgo"),
+                   help="target dirs and counts (default: the repository's target/pgo)")
+    t = sub.add_parser(
+        "train",
+        help="run the training mix through BIN serve",
+        description="Run BIN mock-upstream and BIN serve and drive the training mix through them; "
+        "every answer's status is checked.",
+    )
+    t.add_argument("binary", metavar="BIN", help="a polygateway executable (instrumented, for build)")
     for p in (b, t):
         p.add_argument("--calls", type=int, default=20000, help="requests of the mix (default 20000)")
         p.add_argument("--clients", type=int, default=16, help="concurrent keep-alive clients (default 16)")

@@ -65,18 +65,19 @@ impl GatewayChild {
         for (k, v) in env {
             cmd.env(k, v);
         }
-        let mut child = cmd.spawn().map_err(|e| e.to_string())?;
+        let named = format!("`{} {}`", exe.display(), args.join(" "));
+        let mut child = cmd.spawn().map_err(|e| format!("{named}: {e}"))?;
         let pid = child.id().unwrap_or(0);
         let stdout = child.stdout.take().ok_or("no stdout")?;
         let mut lines = BufReader::new(stdout).lines();
         let line = tokio::time::timeout(Duration::from_secs(60), lines.next_line())
             .await
-            .map_err(|_| format!("`{}` did not start within 60 s", args.join(" ")))?
-            .map_err(|e| e.to_string())?
-            .ok_or("gateway exited before listening")?;
+            .map_err(|_| format!("{named} did not start within 60 s"))?
+            .map_err(|e| format!("{named}: {e}"))?
+            .ok_or_else(|| format!("{named} exited before listening"))?;
         let base_url = line
             .strip_prefix("polygateway listening on ")
-            .ok_or_else(|| format!("unexpected first line: {line}"))?
+            .ok_or_else(|| format!("{named}: unexpected first line: {line}"))?
             .trim()
             .to_string();
         tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
@@ -268,6 +269,18 @@ mod tests {
         );
         floor.stop().await;
         gateway.stop().await;
+
+        // An executable that is not a polygateway build: the error names it.
+        let other = dir.path().join("not-a-gateway");
+        std::fs::write(&other, "#!/bin/sh\nexit 0\n").expect("write");
+        std::fs::set_permissions(&other, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        let Err(e) = GatewayChild::start(&other, &env).await else {
+            panic!("a process that prints nothing is not a gateway");
+        };
+        assert_eq!(
+            e,
+            format!("`{} serve` exited before listening", other.display())
+        );
     }
 
     #[test]

@@ -12,7 +12,7 @@ Usage:
     python3 host/src/bench/profile_rows.py target/release/polygateway --call-graph --out DIR
     python3 host/src/bench/profile_rows.py --report DIR --callers _raw_spin_unlock_irqrestore \\
         [--depth 3] [--top 8]
-    python3 host/src/bench/profile_rows.py target/release/polygateway --server-bin PGO_BIN \
+    python3 host/src/bench/profile_rows.py target/release/polygateway --server-bin PGO_BIN \\
         --out DIR    # the floor and the gateways of another build (pgo.py build's), nginx beside
 
 It runs `perf record -a -k CLOCK_MONOTONIC -e cpu-clock` around `BIN bench --only ONLY
@@ -285,7 +285,8 @@ def main():
     else:
         if not args.binary:
             sys.exit("give the polygateway binary, or --report DIR [DIR ...]")
-        if args.server_bin and not os.access(args.server_bin, os.X_OK):
+        if args.server_bin and not (os.path.isfile(args.server_bin)
+                                    and os.access(args.server_bin, os.X_OK)):
             sys.exit(f"--server-bin {args.server_bin}: no such executable")
         record(os.path.abspath(args.binary), args.out, args.only, args.concurrency,
                args.duration_s, args.call_graph or bool(args.callers),
