@@ -361,16 +361,18 @@ async fn bench(
         return fail("--pace-ms must be between 0 and 10000");
     }
     // Absolute, since the servers run in temporary directories of their own.
-    let server_bin = match server_bin.map(|b| std::path::absolute(&b).map(|a| (b, a))) {
+    let server_bin = match server_bin {
         None => None,
-        Some(Ok((_, abs))) if abs.is_file() => Some(abs),
-        Some(Ok((given, _))) => {
-            return fail(&format!(
-                "--server-bin {}: no such executable file",
-                given.display()
-            ));
-        }
-        Some(Err(e)) => return fail(&format!("--server-bin: {e}")),
+        Some(given) => match std::path::absolute(&given) {
+            Ok(abs) if abs.is_file() => Some(abs),
+            Ok(_) => {
+                return fail(&format!(
+                    "--server-bin {}: no such executable file",
+                    given.display()
+                ));
+            }
+            Err(e) => return fail(&format!("--server-bin {}: {e}", given.display())),
+        },
     };
     concurrency.sort_unstable();
     concurrency.dedup();

@@ -287,7 +287,7 @@ def run_training(binary, calls, clients, seed):
 
 
 def host_triple():
-    out = subprocess.run(["rustc", "-vV"], capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(["rustc", "-vV"], cwd=REPO, capture_output=True, text=True, check=True).stdout
     for line in out.splitlines():
         if line.startswith("host: "):
             return line[len("host: ") :]
@@ -295,7 +295,11 @@ def host_triple():
 
 
 def llvm_profdata(triple):
-    sysroot = subprocess.run(["rustc", "--print", "sysroot"], capture_output=True, text=True, check=True).stdout.strip()
+    # In the repository, so rustup picks the pinned toolchain (rust-toolchain.toml) the builds
+    # use: another toolchain's llvm-profdata may not read its counts.
+    sysroot = subprocess.run(
+        ["rustc", "--print", "sysroot"], cwd=REPO, capture_output=True, text=True, check=True
+    ).stdout.strip()
     tool = Path(sysroot) / "lib" / "rustlib" / triple / "bin" / "llvm-profdata"
     if not tool.is_file():
         sys.exit(
