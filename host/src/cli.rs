@@ -87,7 +87,8 @@ enum Command {
         #[arg(long)]
         server_bin: Option<PathBuf>,
         /// Only these rows (for profiling one load): `non-stream`, `stream`, `c1` or `high`,
-        /// comma-separated; a mode and a level combine (`non-stream,high`). Default: all.
+        /// comma-separated; a mode and a level combine (`non-stream,high`); `paced` adds the
+        /// paced-stream load, which runs only when named or when no filter is given. Default: all.
         #[arg(long, value_delimiter = ',')]
         only: Vec<crate::bench::RowFilter>,
         /// Run the memory soak instead of the table: this many seconds of back-to-back

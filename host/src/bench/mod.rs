@@ -84,10 +84,10 @@ impl BenchOptions {
         pick(&modes, mode) && pick(&levels, level)
     }
 
-    /// Whether the paced-stream load runs: unless the filters name modes without `paced`.
+    /// Whether the paced-stream load runs: with no filter, or when `paced` is named. A level
+    /// alone (`--only c1`) selects rows of the table, not the paced load's 512 streams.
     fn wants_paced(&self) -> bool {
-        let modes = [RowFilter::NonStream, RowFilter::Stream, RowFilter::Paced];
-        !self.only.iter().any(|f| modes.contains(f)) || self.only.contains(&RowFilter::Paced)
+        self.only.is_empty() || self.only.contains(&RowFilter::Paced)
     }
 
     /// The highest concurrency level (the one the keyed pairs and CPU figures use).
@@ -163,18 +163,22 @@ pub struct Report {
     pub derived: Derived,
 }
 
-/// Figures computed from the rows and the microbenchmark, checked against the gateway's
-/// overhead targets (README, "Benchmark").
+/// Figures computed from the rows and the microbenchmark: the gateway against the direct path
+/// and the pass-through floor, the wasm provider against native, a virtual key against a
+/// static one, and the targets against nginx (README, "Benchmark"). The first targets, set
+/// against the floor on the gateway's own stack (≤ 100 µs added p99 at c=1, ≥ 70 % of its
+/// throughput, ≤ 5 µs a chunk), were superseded by the ratios to nginx ([`NginxTargets`]):
+/// that floor is itself slow at the tail, so ratios to it flattered the gateway.
 #[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct Derived {
-    /// Added p99 of the default gateway at concurrency 1, non-streamed, in µs (target ≤ 100).
+    /// Added p99 of the default gateway at concurrency 1, non-streamed, in µs.
     pub added_p99_c1_us: Option<f64>,
     /// Gateway (default config) throughput at the high concurrency relative to the
-    /// pass-through proxy, non-streamed and streamed (target ≥ 0.70).
+    /// pass-through proxy, non-streamed and streamed.
     pub high_conc_vs_passthrough_non_stream: Option<f64>,
     pub high_conc_vs_passthrough_stream: Option<f64>,
     /// Latency the gateway adds per chunk at concurrency 1: (added p50 streamed − added p50
-    /// non-streamed) / chunks, in µs (target ≤ 5).
+    /// non-streamed) / chunks, in µs.
     pub added_per_chunk_c1_us: Option<f64>,
     /// The same against the pass-through proxy instead of the direct path: what the gateway
     /// adds per chunk beyond the floor, in µs.
@@ -952,22 +956,22 @@ fn print_table(out: &mut impl Write, r: &Report) {
     };
     let _ = writeln!(
         out,
-        "\noverhead targets (gateway, default configuration; README \"Benchmark\"):"
+        "\nthe gateway (default configuration) against the direct path, the floor, native plugin code and a static key:"
     );
     let _ = writeln!(
         out,
-        "  added p99, non-stream, c=1: {} (target ≤ 100 µs)",
+        "  added p99, non-stream, c=1: {}",
         f(d.added_p99_c1_us, " µs")
     );
     let _ = writeln!(
         out,
-        "  throughput vs pass-through at high concurrency: non-stream {}, stream {} (target ≥ 70%)",
+        "  throughput vs pass-through at high concurrency: non-stream {}, stream {}",
         pct(d.high_conc_vs_passthrough_non_stream),
         pct(d.high_conc_vs_passthrough_stream)
     );
     let _ = writeln!(
         out,
-        "  per-chunk overhead: added latency {} at c=1 ({} beyond the pass-through), CPU {} at high concurrency (target ≤ 5 µs)",
+        "  per-chunk overhead: added latency {} at c=1 ({} beyond the pass-through), CPU {} at high concurrency",
         f(d.added_per_chunk_c1_us, " µs"),
         f(d.added_per_chunk_vs_passthrough_c1_us, " µs"),
         f(d.cpu_per_chunk_us, " µs")
@@ -1116,9 +1120,11 @@ mod tests {
             selected(&[NonStream, Stream, High]),
             vec![(false, 64), (true, 64)]
         );
-        // The paced load runs unless the filters name other modes only.
+        // The paced load runs with no filter, or when it is named.
         assert!(opts(&[]).wants_paced());
-        assert!(opts(&[C1]).wants_paced());
+        assert!(!opts(&[C1]).wants_paced());
+        assert!(!opts(&[High]).wants_paced());
+        assert!(!opts(&[NonStream, High]).wants_paced());
         assert!(!opts(&[Stream]).wants_paced());
         assert!(opts(&[Stream, Paced]).wants_paced());
         assert!(opts(&[Paced]).wants_paced() && selected(&[Paced]).is_empty());
