@@ -81,9 +81,9 @@ enum Command {
         /// Where to write the JSON report.
         #[arg(long, default_value = "bench.json")]
         out: PathBuf,
-        /// The executable whose `serve` and `bench-passthrough` are measured (default: this
-        /// one): two builds of the gateway compared under one load generator and upstream.
-        /// The plugin microbenchmark still runs in this executable.
+        /// The executable whose `serve`, `bench-passthrough` and `bench-micro` (the plugin
+        /// microbenchmark) are measured (default: this one): two builds of the gateway
+        /// compared under one load generator and upstream.
         #[arg(long)]
         server_bin: Option<PathBuf>,
         /// Only these rows (for profiling one load): `non-stream`, `stream`, `c1` or `high`,
@@ -112,6 +112,17 @@ enum Command {
         /// The parent's `PGW_PLUGIN_CACHE_DIR`.
         #[arg(long)]
         cache_dir: Option<PathBuf>,
+    },
+    /// The plugin microbenchmark alone, its figures as JSON on stdout (`bench --server-bin`
+    /// runs it in the build under test).
+    #[command(hide = true)]
+    BenchMicro {
+        /// Iterations of each measurement.
+        #[arg(long, default_value_t = crate::bench::micro::ITERS)]
+        iters: u32,
+        /// Chunks of the streamed answer the attempt measurement parses.
+        #[arg(long, default_value_t = 64)]
+        chunks: usize,
     },
     /// The benchmark's bare pass-through proxy as its own process (started by `bench`).
     #[command(hide = true)]
@@ -217,6 +228,7 @@ pub fn run() -> ExitCode {
             Command::BenchPassthrough { upstream, listen } => {
                 bench_passthrough(upstream, listen).await
             }
+            Command::BenchMicro { iters, chunks } => bench_micro(iters, chunks),
             Command::Telemetry {
                 command: TelemetryCommand::SchemaSql { backend },
             } => schema_sql(backend),
@@ -229,6 +241,24 @@ pub fn run() -> ExitCode {
             Command::CompileComponent { .. } => ExitCode::FAILURE, // handled above
         }
     })
+}
+
+fn bench_micro(iters: u32, chunks: usize) -> ExitCode {
+    if iters == 0 || chunks == 0 {
+        return fail("--iters and --chunks must be at least 1");
+    }
+    let micro = match crate::bench::micro::run(iters, chunks) {
+        Ok(m) => m,
+        Err(e) => return fail(&format!("plugin microbenchmark failed: {e}")),
+    };
+    let json = match serde_json::to_string(&micro) {
+        Ok(j) => j,
+        Err(e) => return fail(&e.to_string()),
+    };
+    match writeln!(std::io::stdout(), "{json}") {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => fail(&e.to_string()),
+    }
 }
 
 fn schema_sql(backend: SchemaBackendArg) -> ExitCode {

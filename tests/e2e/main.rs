@@ -6,6 +6,7 @@
 mod answers;
 mod anthropic;
 mod bench_floor;
+mod bench_micro;
 mod build_target;
 mod cache;
 mod cancelled;

@@ -35,8 +35,9 @@ impl sdk::Provider for NativeOpenAi {
     };
 }
 
-/// Nanoseconds per operation.
-#[derive(Debug, Clone, serde::Serialize)]
+/// Nanoseconds per operation. Also the JSON `bench-micro` prints, which `bench --server-bin`
+/// reads back from the build under test.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Micro {
     pub request_wasm_ns: f64,
     pub request_native_ns: f64,
@@ -66,6 +67,9 @@ pub struct Micro {
     pub anthropic_vs_openai_event: f64,
     pub gemini_vs_openai_event: f64,
 }
+
+/// Iterations of each measurement in a `bench` run.
+pub const ITERS: u32 = 20_000;
 
 /// How many interleaved rounds the per-event ratios are the median of.
 pub const INTERLEAVED_ROUNDS: u32 = 15;

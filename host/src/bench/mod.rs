@@ -8,7 +8,7 @@
 //! quiet machine.
 
 mod load;
-mod micro;
+pub(crate) mod micro;
 mod nginx;
 mod paced;
 mod process;
@@ -693,17 +693,22 @@ pub async fn run(opts: BenchOptions) -> Result<Report, String> {
             pairs[i] = keyed_pairs(&gw_on, &gw_keyed, &vkey, stream, top, each).await;
         }
     }
-    let micro = match opts
-        .only
-        .is_empty()
-        .then(|| micro::run(20_000, opts.chunks))
-    {
-        None => None,
-        Some(Ok(m)) => Some(m),
-        Some(Err(e)) => {
-            let _ = writeln!(out, "plugin microbenchmark failed: {e}");
-            None
+    // With `--server-bin` the microbenchmark runs in that build too: the wasm target compares
+    // the build under test's guest calls and native code with its own calls' CPU.
+    let micro = if opts.only.is_empty() {
+        let measured = match &opts.server_bin {
+            Some(_) => process::micro(&server_bin, micro::ITERS, opts.chunks).await,
+            None => micro::run(micro::ITERS, opts.chunks),
+        };
+        match measured {
+            Ok(m) => Some(m),
+            Err(e) => {
+                let _ = writeln!(out, "plugin microbenchmark failed: {e}");
+                None
+            }
         }
+    } else {
+        None
     };
     let mut derived = with_pairs(derive(&rows, opts.chunks, top, micro.as_ref()), pairs);
     derived.nginx = nginx_targets(&rows, &paced_rows, opts.chunks, &opts.concurrency);

@@ -15,6 +15,47 @@ use tokio::process::{Child, Command};
 /// architecture.
 const USER_HZ: f64 = 100.0;
 
+/// How long `exe bench-micro` may run (it takes seconds; a build that hangs is named).
+const MICRO_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// The plugin microbenchmark run by the executable `exe` (`exe bench-micro`, for `bench
+/// --server-bin`), so that the wasm host side and the native code it is compared with are the
+/// build under test's: its JSON read from stdout. Errors name the command: it could not start,
+/// exited with a failure (with the end of its stderr), ran past [`MICRO_TIMEOUT`], or printed
+/// something that is not the microbenchmark's JSON.
+pub async fn micro(exe: &Path, iters: u32, chunks: usize) -> Result<super::Micro, String> {
+    let (iters, chunks) = (iters.to_string(), chunks.to_string());
+    let args = ["bench-micro", "--iters", &iters, "--chunks", &chunks];
+    let named = format!("`{} {}`", exe.display(), args.join(" "));
+    let run = Command::new(exe)
+        .args(args)
+        .env("PGW_LOG", "warn")
+        .stdin(Stdio::null())
+        .kill_on_drop(true)
+        .output();
+    let out = tokio::time::timeout(MICRO_TIMEOUT, run)
+        .await
+        .map_err(|_| {
+            format!(
+                "{named} did not finish within {} s",
+                MICRO_TIMEOUT.as_secs()
+            )
+        })?
+        .map_err(|e| format!("{named}: {e}"))?;
+    if !out.status.success() {
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let tail: Vec<&str> = stderr.lines().rev().take(3).collect();
+        let tail: Vec<&str> = tail.into_iter().rev().collect();
+        return Err(format!(
+            "{named} failed ({}): {}",
+            out.status,
+            tail.join(" | ")
+        ));
+    }
+    serde_json::from_slice(&out.stdout)
+        .map_err(|e| format!("{named} printed no microbenchmark JSON: {e}"))
+}
+
 /// A running child server (gateway or pass-through).
 pub struct GatewayChild {
     child: Child,
@@ -233,7 +274,7 @@ pub fn switches_between(before: &HashMap<u64, u64>, after: &HashMap<u64, u64>) -
 mod tests {
     use std::collections::HashMap;
 
-    use super::{GatewayChild, switches_between};
+    use super::{GatewayChild, micro, switches_between};
 
     /// `bench --server-bin`: the floor and the gateways are started from the executable given,
     /// with the subcommand's arguments. The stand-in executable records its arguments and the
@@ -243,14 +284,14 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let log = dir.path().join("args.txt");
         let exe = dir.path().join("other-build");
-        let script = format!(
-            "#!/bin/sh\necho \"$* PGW_LISTEN=$PGW_LISTEN\" >> '{}'\n\
-             echo 'polygateway listening on http://127.0.0.1:1'\nexec sleep 30\n",
-            log.display()
+        stand_in(
+            &exe,
+            &format!(
+                "echo \"$* PGW_LISTEN=$PGW_LISTEN\" >> '{}'\n\
+                 echo 'polygateway listening on http://127.0.0.1:1'\nexec sleep 30",
+                log.display()
+            ),
         );
-        std::fs::write(&exe, script).expect("write the stand-in");
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).expect("chmod");
 
         let floor = GatewayChild::passthrough(&exe, "http://127.0.0.1:9")
             .await
@@ -272,14 +313,86 @@ mod tests {
 
         // An executable that is not a polygateway build: the error names it.
         let other = dir.path().join("not-a-gateway");
-        std::fs::write(&other, "#!/bin/sh\nexit 0\n").expect("write");
-        std::fs::set_permissions(&other, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        stand_in(&other, "exit 0");
         let Err(e) = GatewayChild::start(&other, &env).await else {
             panic!("a process that prints nothing is not a gateway");
         };
         assert_eq!(
             e,
             format!("`{} serve` exited before listening", other.display())
+        );
+    }
+
+    /// A stand-in executable at `path` running `body` (a shell script's lines).
+    fn stand_in(path: &std::path::Path, body: &str) {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::write(path, format!("#!/bin/sh\n{body}\n")).expect("write the stand-in");
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    }
+
+    /// `bench --server-bin`'s microbenchmark runs in the executable given, with these
+    /// arguments, and its JSON is read back as it was printed; a failing run, a hung one's
+    /// timeout aside, and one that prints something else are named.
+    #[tokio::test]
+    async fn the_microbenchmark_is_run_by_the_executable_given() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let log = dir.path().join("args.txt");
+        let exe = dir.path().join("other-build");
+        let expected = crate::bench::Micro {
+            request_wasm_ns: 3500.5,
+            request_native_ns: 600.0,
+            chunk_wasm_ns: 1770.0,
+            chunk_native_ns: 310.0,
+            attempt_wasm_ns: 60460.0,
+            attempt_native_ns: 20350.0,
+            attempt_events: 68,
+            anthropic_request_wasm_ns: 1.0,
+            anthropic_request_native_ns: 2.0,
+            anthropic_event_wasm_ns: 3.0,
+            anthropic_event_native_ns: 4.0,
+            gemini_request_wasm_ns: 5.0,
+            gemini_request_native_ns: 6.0,
+            gemini_event_wasm_ns: 7.0,
+            gemini_event_native_ns: 8.0,
+            anthropic_vs_openai_event: 1.1,
+            gemini_vs_openai_event: 1.3,
+        };
+        let json = serde_json::to_string(&expected).expect("json");
+        stand_in(
+            &exe,
+            &format!("echo \"$*\" >> '{}'\necho '{json}'", log.display()),
+        );
+        let got = micro(&exe, 20_000, 64)
+            .await
+            .expect("the stand-in's figures");
+        assert_eq!(got, expected);
+        assert_eq!(
+            std::fs::read_to_string(&log).expect("the stand-in ran"),
+            "bench-micro --iters 20000 --chunks 64\n"
+        );
+
+        let failing = dir.path().join("failing");
+        stand_in(
+            &failing,
+            "echo 'first' >&2\necho 'no engine here' >&2\nexit 3",
+        );
+        assert_eq!(
+            micro(&failing, 10, 4).await.expect_err("a failed run"),
+            format!(
+                "`{} bench-micro --iters 10 --chunks 4` failed (exit status: 3): first | no engine here",
+                failing.display()
+            )
+        );
+
+        let other = dir.path().join("not-a-gateway");
+        stand_in(&other, "echo 'usage: something else'");
+        let e = micro(&other, 10, 4).await.expect_err("not the figures");
+        assert!(
+            e.starts_with(&format!(
+                "`{} bench-micro --iters 10 --chunks 4` printed no microbenchmark JSON: ",
+                other.display()
+            )),
+            "{e}"
         );
     }
 
