@@ -44,7 +44,12 @@ pub async fn micro(exe: &Path, iters: u32, chunks: usize) -> Result<super::Micro
         .map_err(|e| format!("{named}: {e}"))?;
     if !out.status.success() {
         let stderr = String::from_utf8_lossy(&out.stderr);
-        let tail: Vec<&str> = stderr.lines().rev().take(3).collect();
+        let tail: Vec<&str> = stderr
+            .lines()
+            .filter(|l| !l.trim().is_empty())
+            .rev()
+            .take(3)
+            .collect();
         let tail: Vec<&str> = tail.into_iter().rev().collect();
         return Err(format!(
             "{named} failed ({}): {}",
@@ -374,7 +379,7 @@ mod tests {
         let failing = dir.path().join("failing");
         stand_in(
             &failing,
-            "echo 'first' >&2\necho 'no engine here' >&2\nexit 3",
+            "echo 'first' >&2\necho >&2\necho 'no engine here' >&2\necho >&2\nexit 3",
         );
         assert_eq!(
             micro(&failing, 10, 4).await.expect_err("a failed run"),
