@@ -6,6 +6,7 @@ Usage (README, "Benchmark"):
 
     python3 host/src/bench/instructions.py target/release/polygateway [--requests 3000] [--stream]
         [--chunks 64 [--pace-ms 20]] [--warmup 500] [--clients 4] [--server passthrough]
+        [--env KEY=VALUE ...]
 
 Starts the binary's mock upstream and `serve` (the default configuration `polygateway bench`
 measures: SQLite telemetry, the memory limiter with every gate on, the breaker, a static
@@ -27,6 +28,11 @@ code counted is compiled for valgrind's CPU, not the machine's. Symbols of libc 
 `--server passthrough` counts the benchmark's floor instead (`bench-passthrough`: the
 gateway's HTTP stack forwarding bytes, no governance), so the instructions the stack costs and
 those the gateway's own work costs can be told apart.
+
+`--env KEY=VALUE` (repeatable) adds a setting to the gateway's environment over the default
+configuration's, e.g. `--env LLM__OPENAI__1__PLUGIN=plugins/target/wasm32-wasip2/release/openai.wasm`
+to count a provider component built elsewhere (another build profile, other target features)
+in place of the built-in one.
 
 A run can die under valgrind. One cause is fixed: a guest call that outlasts its slice moves
 to a thread that reads its CPU clock, and rustix's vDSO lookup faulted on the auxiliary vector
@@ -164,13 +170,14 @@ def by_component(out_file):
 
 
 def measure(exe, requests, body, chunks=None, pace_ms=0, warmup=500, clients=4,
-            server="gateway"):
+            server="gateway", extra_env=None):
     """One run: `(answered, its directory, callgrind output file, serve log, SSE events per
     answer)`. `chunks`: the mock's answer is `chunks` words sent as `chunks` content chunks
     (its script's `then`), instead of its default answer; `pace_ms`: that many milliseconds
     between two chunks (the script's `inter_chunk_delay_ms`), so the gateway reads, parses
     and forwards each chunk on its own, as under `bench`'s paced load. `server`: `gateway`
-    (`serve`) or `passthrough` (the benchmark's floor, `bench-passthrough`)."""
+    (`serve`) or `passthrough` (the benchmark's floor, `bench-passthrough`); `extra_env`: settings
+    added to the gateway's environment."""
     work = tempfile.mkdtemp(prefix="pgw-instructions-")
     up, gw = free_port(), free_port()
     mock = [exe, "mock-upstream", "--listen", f"127.0.0.1:{up}"]
@@ -194,6 +201,7 @@ def measure(exe, requests, body, chunks=None, pace_ms=0, warmup=500, clients=4,
         "PGW_LISTEN": f"127.0.0.1:{gw}", "PGW_LOG": "warn",
         "PGW_TELEMETRY_SQLITE_PATH": os.path.join(work, "calls.db"),
     }
+    env.update(extra_env or {})
     out_file = os.path.join(work, "callgrind.out")
     log_path = os.path.join(work, "serve.log")
     answered = 0
@@ -242,7 +250,15 @@ def main():
     ap.add_argument("--clients", type=int, default=4, help="keep-alive clients")
     ap.add_argument("--server", choices=["gateway", "passthrough"], default="gateway",
                     help="what is counted: the gateway (`serve`) or the benchmark's floor")
+    ap.add_argument("--env", action="append", default=[], metavar="KEY=VALUE",
+                    help="a setting added to the gateway's environment (repeatable)")
     args = ap.parse_args()
+    extra_env = {}
+    for item in args.env:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            sys.exit(f"--env {item!r}: expected KEY=VALUE")
+        extra_env[key] = value
     if args.pace_ms and args.chunks is None:
         sys.exit("--pace-ms needs --chunks")
     body, kind = (STREAM_BODY, "streamed") if args.stream else (BODY, "non-streamed")
@@ -250,7 +266,8 @@ def main():
     n = args.requests
     for attempt in range(1, args.attempts + 1):
         answered, work, out_file, log_path, events = measure(
-            exe, n, body, args.chunks, args.pace_ms, args.warmup, args.clients, args.server)
+            exe, n, body, args.chunks, args.pace_ms, args.warmup, args.clients, args.server,
+            extra_env)
         if answered == n:
             break
         with open(log_path, errors="replace") as log:
