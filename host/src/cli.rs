@@ -57,7 +57,7 @@ enum Command {
         #[arg(long, default_value_t = 3.0)]
         duration_s: f64,
         /// SSE chunks per streamed answer.
-        #[arg(long, default_value_t = 64)]
+        #[arg(long, default_value_t = crate::bench::DEFAULT_CHUNKS)]
         chunks: usize,
         /// The high concurrency levels (the low one is 1), comma-separated.
         #[arg(long, value_delimiter = ',', default_values_t = [32, 128])]
@@ -121,7 +121,7 @@ enum Command {
         #[arg(long, default_value_t = crate::bench::micro::ITERS)]
         iters: u32,
         /// Chunks of the streamed answer the attempt measurement parses.
-        #[arg(long, default_value_t = 64)]
+        #[arg(long, default_value_t = crate::bench::DEFAULT_CHUNKS)]
         chunks: usize,
     },
     /// The benchmark's bare pass-through proxy as its own process (started by `bench`).

@@ -234,6 +234,11 @@ pub struct NginxTargets {
     pub paced_peak_rss_mib: Option<f64>,
 }
 
+/// SSE content chunks of the benchmark upstream's streamed answer unless `--chunks` says
+/// otherwise: the default of `bench` (its streamed rows and the soak) and of `bench-micro`
+/// (the attempt it parses), so the two measure the same answer.
+pub const DEFAULT_CHUNKS: usize = 64;
+
 /// How many back-to-back pairs of runs measure the keyed path's CPU ratio.
 pub const KEYED_PAIRS: usize = 5;
 
