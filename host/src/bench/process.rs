@@ -44,13 +44,8 @@ pub async fn micro(exe: &Path, iters: u32, chunks: usize) -> Result<super::Micro
         .map_err(|e| format!("{named}: {e}"))?;
     if !out.status.success() {
         let stderr = String::from_utf8_lossy(&out.stderr);
-        let tail: Vec<&str> = stderr
-            .lines()
-            .filter(|l| !l.trim().is_empty())
-            .rev()
-            .take(3)
-            .collect();
-        let tail: Vec<&str> = tail.into_iter().rev().collect();
+        let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
+        let tail = &lines[lines.len().saturating_sub(3)..];
         return Err(format!(
             "{named} failed ({}): {}",
             out.status,
